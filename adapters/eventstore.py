@@ -1,0 +1,195 @@
+"""The session's event store: an `eventsourcing` Application over one backend (S4.4).
+
+Commands load an aggregate, let the domain decide, and save; a lost optimistic
+concurrency race surfaces as `ArtifactStoreConflict`, and `retrying()` reloads
+and decides again. Library exceptions never leak: they are wrapped here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, TypeVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.persistence import IntegrityError, PersistenceError
+from eventsourcing.utils import Environment
+from spillvault.domain.artifact import Artifact
+from spillvault.domain.errors import ArtifactLeaseJournalError, ArtifactStoreConflict
+from spillvault.domain.lease import Lease
+from spillvault.domain.store_identity import STORE_IDENTITY_ID, StoreIdentity
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from datetime import datetime
+
+    from eventsourcing.domain import BaseAggregate
+    from eventsourcing.persistence import (
+        ApplicationRecorder,
+        InfrastructureFactory,
+        Notification,
+    )
+    from spillvault.domain.values import ArtifactLeaseTransaction
+
+T = TypeVar("T")
+DEFAULT_RETRIES = 8
+_PAGE = 500
+
+
+class SessionStore(Application[UUID]):
+    """One session's aggregates, in one store, under one notification log."""
+
+    name = "spillvault"
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        *,
+        factory: Callable[[Environment], InfrastructureFactory[Any]] | None = None,
+        recorder: ApplicationRecorder | None = None,
+    ) -> None:
+        self._factory = factory
+        self._shared_recorder = recorder
+        try:
+            super().__init__(env=env)
+        except PersistenceError as error:
+            msg = f"event store cannot be opened: {error}"
+            raise ArtifactLeaseJournalError(msg) from error
+
+    def construct_env(self, name: str, env: Any = None) -> Environment:
+        """Use only the settings given here: never the process environment."""
+        return Environment(name, dict(env or {}))
+
+    def construct_factory(self, env: Environment) -> InfrastructureFactory[Any]:
+        """Use the backend's factory when it gives one."""
+        if self._factory is not None:
+            return self._factory(env)
+        return super().construct_factory(env)
+
+    def construct_recorder(self) -> ApplicationRecorder:
+        """Use the recorder shared by every object on an in-memory session."""
+        if self._shared_recorder is not None:
+            return self._shared_recorder
+        return super().construct_recorder()
+
+    # identity ---------------------------------------------------------------
+
+    def store_identity(self) -> StoreIdentity | None:
+        """Return the store's identity, or None when it was never written."""
+        return self._get(StoreIdentity, STORE_IDENTITY_ID)
+
+    def record_identity(self, identity: StoreIdentity) -> None:
+        """Write the identity (once; a second write is a conflict)."""
+        self.save_aggregates(identity)
+
+    def max_position(self) -> int:
+        """Return the highest notification id (0 when empty)."""
+        try:
+            return self.recorder.max_notification_id() or 0
+        except PersistenceError as error:
+            raise _store_error(error) from error
+
+    def notifications(self, after: int = 0) -> Iterator[Notification]:
+        """Yield every stored event after position `after`, in position order."""
+        start = after
+        while True:
+            try:
+                page = self.recorder.select_notifications(
+                    start, _PAGE, inclusive_of_start=False
+                )
+            except PersistenceError as error:
+                raise _store_error(error) from error
+            if not page:
+                return
+            yield from page
+            start = page[-1].id
+
+    # leases -----------------------------------------------------------------
+
+    def prepare_lease(self, transaction: ArtifactLeaseTransaction) -> Lease:
+        """Record a prepared lease; a used transaction id raises (S4.8)."""
+        lease = Lease.prepare(transaction)
+        try:
+            self.save_aggregates(lease)
+        except ArtifactStoreConflict as error:
+            msg = f"transaction id already used: {transaction.transaction_id!r}"
+            raise ArtifactLeaseJournalError(msg) from error
+        return lease
+
+    def get_lease(self, transaction_id: str) -> Lease:
+        """Load a lease, raising for an unknown transaction id."""
+        lease = self._get(Lease, Lease.create_id(transaction_id))
+        if lease is None:
+            msg = f"unknown transaction id {transaction_id!r}"
+            raise ArtifactLeaseJournalError(msg)
+        return lease
+
+    def find_lease(self, transaction_id: str) -> Lease | None:
+        """Load a lease if it exists."""
+        return self._get(Lease, Lease.create_id(transaction_id))
+
+    def commit_lease(self, transaction_id: str, at: datetime) -> Lease:
+        """Move a prepared lease to committed (retrying lost races)."""
+        return self._update_lease(transaction_id, lambda lease: lease.commit(at))
+
+    def release_lease(self, transaction_id: str, at: datetime) -> Lease:
+        """Move a committed lease to released (retrying lost races)."""
+        return self._update_lease(transaction_id, lambda lease: lease.release(at))
+
+    def abort_lease(self, transaction_id: str, at: datetime) -> Lease:
+        """Move a prepared lease to aborted (retrying lost races)."""
+        return self._update_lease(transaction_id, lambda lease: lease.abort(at))
+
+    def _update_lease(
+        self, transaction_id: str, command: Callable[[Lease], None]
+    ) -> Lease:
+        def attempt() -> Lease:
+            lease = self.get_lease(transaction_id)
+            command(lease)
+            self.save_aggregates(lease)
+            return lease
+
+        return retrying(attempt)
+
+    # artifacts --------------------------------------------------------------
+
+    def get_artifact(self, filename: str) -> Artifact | None:
+        """Load an artifact by filename if it has any event."""
+        return self._get(Artifact, Artifact.create_id(filename))
+
+    # plumbing ---------------------------------------------------------------
+
+    def save_aggregates(self, *aggregates: BaseAggregate[UUID]) -> None:
+        """Save atomically; a lost race raises `ArtifactStoreConflict`."""
+        try:
+            self.save(*aggregates)
+        except IntegrityError as error:
+            msg = "another writer recorded an event first"
+            raise ArtifactStoreConflict(msg) from error
+        except PersistenceError as error:
+            raise _store_error(error) from error
+
+    def _get(self, kind: type[T], aggregate_id: UUID) -> T | None:
+        try:
+            aggregate: object = self.repository.get(aggregate_id)
+        except AggregateNotFoundError:
+            return None
+        except PersistenceError as error:
+            raise _store_error(error) from error
+        if not isinstance(aggregate, kind):
+            msg = f"aggregate {aggregate_id} is not a {kind.__name__}"
+            raise ArtifactLeaseJournalError(msg)
+        return aggregate
+
+
+def retrying(attempt: Callable[[], T], *, retries: int = DEFAULT_RETRIES) -> T:
+    """Run `attempt` (load, decide, save) again after each lost race."""
+    for _ in range(retries - 1):
+        try:
+            return attempt()
+        except ArtifactStoreConflict:
+            continue
+    return attempt()
+
+
+def _store_error(error: Exception) -> ArtifactLeaseJournalError:
+    return ArtifactLeaseJournalError(f"event store failure: {error}")

@@ -1,0 +1,113 @@
+"""The server-backed event store: PostgreSQL, one schema per session (S4.4)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from spillvault.domain.errors import ArtifactLeaseJournalError
+
+from .eventstore import SessionStore
+
+if TYPE_CHECKING:
+    from uuid import UUID
+
+DSN_SCHEMES = ("postgresql://", "postgres://")
+SCHEMA_PREFIX = "spillvault_"
+
+
+def schema_for(store_id: UUID) -> str:
+    """Name the schema of a store: created by spillvault, named from the store id."""
+    return SCHEMA_PREFIX + store_id.hex
+
+
+def parse_dsn(dsn: str) -> dict[str, str]:
+    """Split a libpq URI into the settings eventsourcing's module takes."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict  # noqa: PLC0415 - optional extra
+    except ImportError as error:
+        msg = "a PostgreSQL store needs the extra: pip install 'spillvault[postgres]'"
+        raise ArtifactLeaseJournalError(msg) from error
+    try:
+        parts: dict[str, Any] = conninfo_to_dict(dsn)
+    except Exception as error:
+        msg = "invalid PostgreSQL DSN (password not shown)"
+        raise ArtifactLeaseJournalError(msg) from error
+    missing = [key for key in ("dbname", "user") if not parts.get(key)]
+    if missing:
+        msg = f"PostgreSQL DSN lacks {missing[0]!r}"
+        raise ArtifactLeaseJournalError(msg)
+    return {
+        "POSTGRES_DBNAME": str(parts["dbname"]),
+        "POSTGRES_HOST": str(parts.get("host") or "localhost"),
+        "POSTGRES_PORT": str(parts.get("port") or "5432"),
+        "POSTGRES_USER": str(parts["user"]),
+        "POSTGRES_PASSWORD": str(parts.get("password") or ""),
+    }
+
+
+class PostgresBackend:
+    """Locates, creates and opens a session's schema on a PostgreSQL server."""
+
+    kind = "postgresql"
+
+    def __init__(self, dsn: str, store_id: UUID) -> None:
+        self._settings = parse_dsn(dsn)
+        self._schema = schema_for(store_id)
+
+    def describe(self) -> str:
+        """Name the store for messages, without the password."""
+        s = self._settings
+        return (
+            f"postgresql://{s['POSTGRES_USER']}@{s['POSTGRES_HOST']}:"
+            f"{s['POSTGRES_PORT']}/{s['POSTGRES_DBNAME']} schema {self._schema}"
+        )
+
+    def exists(self) -> bool:
+        """Say whether the session's schema exists."""
+        rows = self._admin(
+            "SELECT 1 FROM information_schema.schemata WHERE schema_name = %s",
+            (self._schema,),
+        )
+        return bool(rows)
+
+    def create(self) -> None:
+        """Create the session's schema (tables come with the first open)."""
+        from psycopg import sql  # noqa: PLC0415 - optional extra
+
+        self._admin(
+            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
+                sql.Identifier(self._schema)
+            )
+        )
+
+    def open(self) -> SessionStore:
+        """Open eventsourcing's PostgreSQL module on the session's schema."""
+        env = {
+            "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            **self._settings,
+            "POSTGRES_SCHEMA": self._schema,
+            "POSTGRES_CONNECT_TIMEOUT": "10",
+            "POSTGRES_POOL_SIZE": "2",
+            "POSTGRES_MAX_OVERFLOW": "4",
+        }
+        return SessionStore(env)
+
+    def _admin(self, query: Any, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        import psycopg  # noqa: PLC0415 - optional extra
+
+        s = self._settings
+        try:
+            with psycopg.connect(
+                dbname=s["POSTGRES_DBNAME"],
+                host=s["POSTGRES_HOST"],
+                port=s["POSTGRES_PORT"],
+                user=s["POSTGRES_USER"],
+                password=s["POSTGRES_PASSWORD"],
+                connect_timeout=10,
+                autocommit=True,
+            ) as connection:
+                cursor = connection.execute(query, params)
+                return cursor.fetchall() if cursor.description else []
+        except psycopg.Error as error:
+            msg = f"PostgreSQL event store unavailable ({self.describe()}): {error}"
+            raise ArtifactLeaseJournalError(msg) from error

@@ -1,0 +1,345 @@
+"""`open_session`: the one composition root, and session creation and opening (S4.4).
+
+Creation, under the session lock: directories, `.lock`, the store with its
+identity event, and `session.json` (the marker) last. Opening demands that
+marker and store agree; anything else that may hide evidence is refused with
+`ArtifactLeaseJournalError`, and a store is never re-created silently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Self
+from uuid import UUID, uuid5
+
+from spillvault.domain.constants import RETENTION_JOURNAL_NAME
+from spillvault.domain.errors import ArtifactAccessError, ArtifactLeaseJournalError
+from spillvault.domain.store_identity import STORE_LAYOUT_VERSION, StoreIdentity
+from spillvault.domain.timestamps import format_timestamp
+from spillvault.domain.values import check_session_id
+
+from .clock import SYSTEM_CLOCK
+from .fs import (
+    DIR_FLAGS,
+    OS_FILESYSTEM,
+    exists,
+    open_private_dir,
+    read_private_file,
+    write_new_file,
+)
+from .memory_store import MemoryBackend
+from .postgres_store import DSN_SCHEMES, PostgresBackend
+from .session_lock import LOCK_NAME, SessionLock, session_lock_for
+from .sqlite_store import SQLiteBackend
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from spillvault.domain.ports import Clock, FileSystem
+
+    from .eventstore import SessionStore
+    from .memory_store import MemoryBackend as _Memory
+    from .postgres_store import PostgresBackend as _Postgres
+    from .sqlite_store import SQLiteBackend as _SQLite
+
+    Backend = _SQLite | _Postgres | _Memory
+
+MARKER_NAME = "session.json"
+MARKER_FORMAT = "spillvault-session"
+MARKER_LIMIT = 4096
+TOOL_RESULTS_DIR = "tool-results"
+QUARANTINE_DIR = ".quarantine"
+_STORE_IDS = UUID("c2a5e0d4-6f1b-4b7e-9a3c-58d1e6f0b2a7")
+
+
+@dataclass
+class Session:
+    """An open session: its directory, store and lock, shared by what uses it."""
+
+    path: str
+    session_id: str
+    store_id: str
+    store_kind: str
+    store: SessionStore
+    lock: SessionLock
+    fs: FileSystem
+    clock: Clock
+    dir_fd: int
+    policy: Any = None
+    closed: bool = field(default=False, init=False)
+
+    def close(self) -> None:
+        """Close the store and the directory descriptor (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
+        self.store.close()
+        self.fs.close(self.dir_fd)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def open_session(
+    session_dir: str | os.PathLike[str],
+    *,
+    policy: Any = None,
+    event_store: str | None = None,
+    fs: FileSystem | None = None,
+    clock: Clock | None = None,
+) -> Session:
+    """Create or open the session at `session_dir` (see the module docstring)."""
+    fs = fs or OS_FILESYSTEM
+    clock = clock or SYSTEM_CLOCK
+    _check_event_store_argument(event_store)
+    path = os.path.abspath(os.fspath(session_dir))
+    parent, name = os.path.split(path)
+    try:
+        session_id = check_session_id(name)
+    except ValueError as error:
+        raise ArtifactAccessError(str(error)) from None
+    parent_fd = fs.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        dir_fd = open_private_dir(fs, name, dir_fd=parent_fd, what="session directory")
+    finally:
+        fs.close(parent_fd)
+    try:
+        lock = session_lock_for(fs, dir_fd)
+        with lock:
+            opener = _Opener(
+                fs,
+                clock,
+                dir_fd=dir_fd,
+                path=path,
+                session_id=session_id,
+                event_store=event_store,
+            )
+            store, store_id, kind = opener.open_or_create()
+    except BaseException:
+        fs.close(dir_fd)
+        raise
+    return Session(
+        path=path,
+        session_id=session_id,
+        store_id=store_id,
+        store_kind=kind,
+        store=store,
+        lock=lock,
+        fs=fs,
+        clock=clock,
+        dir_fd=dir_fd,
+        policy=policy,
+    )
+
+
+def _check_event_store_argument(event_store: str | None) -> None:
+    if event_store is None or event_store == "memory":
+        return
+    if isinstance(event_store, str) and event_store.startswith(DSN_SCHEMES):
+        return
+    msg = "event_store must be None (SQLite), 'memory' or a postgresql:// DSN"
+    raise ValueError(msg)
+
+
+def _store_kind(event_store: str | None) -> str:
+    if event_store is None:
+        return SQLiteBackend.kind
+    if event_store == "memory":
+        return MemoryBackend.kind
+    return PostgresBackend.kind
+
+
+def derive_store_id(fs: FileSystem, dir_fd: int, path: str) -> UUID:
+    """Name a new store after the session directory's identity on this host."""
+    info = fs.fstat(dir_fd)
+    host = socket.gethostname()
+    return uuid5(_STORE_IDS, f"{host}\0{path}\0{info.st_dev}\0{info.st_ino}")
+
+
+class _Opener:
+    """Runs S4.4's creation and opening rules under the session lock."""
+
+    def __init__(  # noqa: PLR0913 - one call site, all needed
+        self,
+        fs: FileSystem,
+        clock: Clock,
+        *,
+        dir_fd: int,
+        path: str,
+        session_id: str,
+        event_store: str | None,
+    ) -> None:
+        self.fs = fs
+        self.clock = clock
+        self.dir_fd = dir_fd
+        self.path = path
+        self.session_id = session_id
+        self.event_store = event_store
+
+    def backend(self, store_id: UUID) -> Backend:
+        kind = _store_kind(self.event_store)
+        if kind == SQLiteBackend.kind:
+            return SQLiteBackend(self.fs, self.dir_fd, self.path)
+        if kind == MemoryBackend.kind:
+            return MemoryBackend(self.fs, self.dir_fd, self.path)
+        assert self.event_store is not None  # noqa: S101 - kind says DSN
+        return PostgresBackend(self.event_store, store_id)
+
+    def open_or_create(self) -> tuple[SessionStore, str, str]:
+        self.ensure_layout()
+        marker = self.read_marker()
+        if marker is not None:
+            return self.open_marked(marker)
+        return self.finish_creation()
+
+    def ensure_layout(self) -> None:
+        for name in (TOOL_RESULTS_DIR, QUARANTINE_DIR):
+            self.fs.close(open_private_dir(self.fs, name, dir_fd=self.dir_fd))
+
+    def open_marked(self, marker: dict[str, Any]) -> tuple[SessionStore, str, str]:
+        kind = _store_kind(self.event_store)
+        if marker["event_store"] != kind:
+            msg = (
+                f"session {self.session_id!r} was created with the "
+                f"{marker['event_store']} event store, not {kind}"
+            )
+            raise ArtifactLeaseJournalError(msg)
+        store_id = marker["store_id"]
+        backend = self.backend(UUID(store_id))
+        if not backend.exists():
+            msg = f"event store missing: {backend.describe()} (marker names {store_id})"
+            raise ArtifactLeaseJournalError(msg)
+        store = backend.open()
+        try:
+            identity = store.store_identity()
+            if identity is None:
+                msg = f"event store is empty but the marker names store {store_id}"
+                raise ArtifactLeaseJournalError(msg)
+            if identity.store_id != store_id:
+                msg = (
+                    f"event store mismatch: {backend.describe()} is store "
+                    f"{identity.store_id}, the marker names {store_id}"
+                )
+                raise ArtifactLeaseJournalError(msg)
+        except BaseException:
+            store.close()
+            raise
+        return store, store_id, kind
+
+    def finish_creation(self) -> tuple[SessionStore, str, str]:
+        derived = derive_store_id(self.fs, self.dir_fd, self.path)
+        backend = self.backend(derived)
+        evidence = self.evidence()
+        if backend.exists():
+            store = backend.open()
+        elif evidence:
+            msg = f"session marker and event store missing while {evidence} exist"
+            raise ArtifactLeaseJournalError(msg)
+        else:
+            backend.create()
+            store = backend.open()
+        try:
+            store_id = self.ensure_identity(
+                store, derived, evidence, backend.describe()
+            )
+            self.write_marker(store_id, backend.kind)
+        except BaseException:
+            store.close()
+            raise
+        return store, store_id, backend.kind
+
+    def ensure_identity(
+        self, store: SessionStore, derived: UUID, evidence: str, where: str
+    ) -> str:
+        identity = store.store_identity()
+        recorded = store.max_position() - (0 if identity is None else 1)
+        if recorded > 0 or evidence:
+            what = evidence or f"{recorded} events in {where}"
+            msg = f"session marker {MARKER_NAME} missing while {what} exist"
+            raise ArtifactLeaseJournalError(msg)
+        if identity is None:
+            store_id = str(derived)
+            now = format_timestamp(self.clock.now())
+            store.record_identity(StoreIdentity.create(store_id, self.session_id, now))
+            return store_id
+        if identity.session_id != self.session_id:
+            msg = (
+                f"event store belongs to session {identity.session_id!r}, "
+                f"not {self.session_id!r}"
+            )
+            raise ArtifactLeaseJournalError(msg)
+        return identity.store_id
+
+    def evidence(self) -> str:
+        """Name what exists that only a created session could have written."""
+        found = []
+        results = self.fs.open(TOOL_RESULTS_DIR, DIR_FLAGS, dir_fd=self.dir_fd)
+        try:
+            if self.fs.listdir(results):
+                found.append("artifacts")
+        finally:
+            self.fs.close(results)
+        if exists(self.fs, RETENTION_JOURNAL_NAME, dir_fd=self.dir_fd):
+            found.append("a journal")
+        return " and ".join(found)
+
+    def read_marker(self) -> dict[str, Any] | None:
+        if not exists(self.fs, MARKER_NAME, dir_fd=self.dir_fd):
+            return None
+        raw = read_private_file(
+            self.fs, MARKER_NAME, dir_fd=self.dir_fd, limit=MARKER_LIMIT
+        )
+        try:
+            marker = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            msg = f"session marker {MARKER_NAME} is damaged: {error}"
+            raise ArtifactLeaseJournalError(msg) from None
+        problems = _marker_problems(marker, self.session_id)
+        if problems:
+            msg = f"session marker {MARKER_NAME} is invalid: {problems}"
+            raise ArtifactLeaseJournalError(msg)
+        return dict(marker)
+
+    def write_marker(self, store_id: str, kind: str) -> None:
+        marker = {
+            "format": MARKER_FORMAT,
+            "layout_version": STORE_LAYOUT_VERSION,
+            "session_id": self.session_id,
+            "store_id": store_id,
+            "event_store": kind,
+            "created_at": format_timestamp(self.clock.now()),
+        }
+        data = json.dumps(marker, sort_keys=True, separators=(",", ":")) + "\n"
+        write_new_file(self.fs, MARKER_NAME, data.encode("ascii"), dir_fd=self.dir_fd)
+
+
+def _marker_problems(marker: object, session_id: str) -> str:  # noqa: PLR0911
+    if not isinstance(marker, dict):
+        return "not a JSON object"
+    if marker.get("format") != MARKER_FORMAT:
+        return f"format is {marker.get('format')!r}"
+    if marker.get("layout_version") != STORE_LAYOUT_VERSION:
+        return f"unsupported layout_version {marker.get('layout_version')!r}"
+    if marker.get("session_id") != session_id:
+        return f"it names session {marker.get('session_id')!r}, not {session_id!r}"
+    if marker.get("event_store") not in {"sqlite", "memory", "postgresql"}:
+        return f"unknown event_store {marker.get('event_store')!r}"
+    try:
+        UUID(str(marker.get("store_id")))
+    except ValueError:
+        return f"bad store_id {marker.get('store_id')!r}"
+    return ""
+
+
+__all__ = ["LOCK_NAME", "MARKER_NAME", "Session", "open_session"]

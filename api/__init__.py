@@ -1,0 +1,81 @@
+"""spillvault: spill oversized tool results to verified artifacts, and keep them safe.
+
+The public names of SPEC's Public API are importable from here.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from spillvault.adapters.session import Session, open_session
+from spillvault.domain import (
+    BASH_MAX_OUTPUT_LENGTH,
+    DEFAULT_ORPHAN_TTL_SECONDS,
+    HEAD_BYTES,
+    RETENTION_JOURNAL_NAME,
+    TAIL_BYTES,
+    TOOL_RESULT_THRESHOLD_KB,
+    ArtifactAccessError,
+    ArtifactCleanupPolicy,
+    ArtifactCleanupStatus,
+    ArtifactIntegrityError,
+    ArtifactLeaseJournalError,
+    ArtifactLeasePhase,
+    ArtifactLeaseRecovery,
+    ArtifactLeaseState,
+    ArtifactLeaseTransaction,
+    ArtifactMemoryReference,
+    ArtifactOwnerGenerationChanged,
+    ArtifactPublicationRejected,
+    ArtifactReconciliationReport,
+    ArtifactReconciliationStatus,
+    ArtifactReference,
+    ArtifactReferenceObservation,
+    ArtifactReferenceOwner,
+    ArtifactReferencePresence,
+    ArtifactRetentionClaim,
+    ArtifactRetentionError,
+    ArtifactSource,
+    ArtifactStoreConflict,
+    SpillPolicyError,
+    parse_artifact_source_id,
+)
+
+try:
+    __version__ = version("spillvault")
+except PackageNotFoundError:  # pragma: no cover - running from an unusual layout
+    __version__ = "0+unknown"
+
+__all__ = [
+    "BASH_MAX_OUTPUT_LENGTH",
+    "DEFAULT_ORPHAN_TTL_SECONDS",
+    "HEAD_BYTES",
+    "RETENTION_JOURNAL_NAME",
+    "TAIL_BYTES",
+    "TOOL_RESULT_THRESHOLD_KB",
+    "ArtifactAccessError",
+    "ArtifactCleanupPolicy",
+    "ArtifactCleanupStatus",
+    "ArtifactIntegrityError",
+    "ArtifactLeaseJournalError",
+    "ArtifactLeasePhase",
+    "ArtifactLeaseRecovery",
+    "ArtifactLeaseState",
+    "ArtifactLeaseTransaction",
+    "ArtifactMemoryReference",
+    "ArtifactOwnerGenerationChanged",
+    "ArtifactPublicationRejected",
+    "ArtifactReconciliationReport",
+    "ArtifactReconciliationStatus",
+    "ArtifactReference",
+    "ArtifactReferenceObservation",
+    "ArtifactReferenceOwner",
+    "ArtifactReferencePresence",
+    "ArtifactRetentionClaim",
+    "ArtifactRetentionError",
+    "ArtifactSource",
+    "ArtifactStoreConflict",
+    "Session",
+    "SpillPolicyError",
+    "__version__",
+    "open_session",
+    "parse_artifact_source_id",
+]

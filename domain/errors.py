@@ -1,0 +1,35 @@
+"""The error classes of SPEC's Errors table; library exceptions are wrapped."""
+
+from __future__ import annotations
+
+
+class SpillPolicyError(ValueError):
+    """Invalid spill configuration (S1.3)."""
+
+
+class ArtifactAccessError(ValueError):
+    """A handle or path outside the session, a symlink, a NUL byte (S3.2)."""
+
+
+class ArtifactIntegrityError(RuntimeError):
+    """Digest or size mismatch on read, or a file that changed while hashing."""
+
+
+class ArtifactRetentionError(ValueError):
+    """Invalid claim, source id, timestamp or observation; plan misuse (S4.2, S6.4)."""
+
+
+class ArtifactLeaseJournalError(RuntimeError):
+    """Journal or store damaged or mismatched; illegal transition; reused id."""
+
+
+class ArtifactStoreConflict(ArtifactLeaseJournalError):
+    """Another writer changed the same aggregate first; reload and decide again."""
+
+
+class ArtifactPublicationRejected(RuntimeError):
+    """An owner refused a publication: nothing written, nothing in flight (S4.6)."""
+
+
+class ArtifactOwnerGenerationChanged(RuntimeError):
+    """`seal_absent` found the owner's generation moved or the reference present."""
