@@ -1,0 +1,1 @@
+"""Shared test machinery (importable as `support` through pytest's pythonpath)."""
