@@ -13,6 +13,7 @@ from uuid import UUID
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import IntegrityError, PersistenceError
 from eventsourcing.utils import Environment
+
 from spillvault.domain.artifact import Artifact
 from spillvault.domain.errors import ArtifactLeaseJournalError, ArtifactStoreConflict
 from spillvault.domain.lease import Lease
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
         InfrastructureFactory,
         Notification,
     )
+
     from spillvault.domain.values import ArtifactLeaseTransaction
 
 T = TypeVar("T")

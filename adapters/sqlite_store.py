@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from eventsourcing.sqlite import SQLiteConnection, SQLiteConnectionPool, SQLiteFactory
+
 from spillvault.domain.errors import ArtifactAccessError
 
 from .eventstore import SessionStore
@@ -14,6 +15,7 @@ from .fs import READ_FLAGS, check_private, create_private_file
 
 if TYPE_CHECKING:
     from eventsourcing.utils import Environment
+
     from spillvault.domain.ports import FileSystem
 
 STORE_NAME = "events.sqlite3"

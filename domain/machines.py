@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from spillvault.specs import MachineSpec, load_packaged_spec
 from transitions import Machine
+
+from spillvault.specs import MachineSpec, load_packaged_spec
 
 from .errors import ArtifactLeaseJournalError
 

@@ -1,0 +1,28 @@
+"""Small builders for valid claims and transactions."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+
+from spillvault.domain.values import (
+    ArtifactLeaseTransaction,
+    ArtifactRetentionClaim,
+    ArtifactSourceId,
+)
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def claim_for(
+    session_id: str, number: int = 1, data: bytes = b"x"
+) -> ArtifactRetentionClaim:
+    digest = hashlib.sha256(data).hexdigest()
+    source = ArtifactSourceId.for_artifact(
+        session_id, f"tool_result_{number:03d}.txt", digest
+    )
+    return ArtifactRetentionClaim(str(source), digest)
+
+
+def transaction(session_id: str, tx: str, number: int = 1) -> ArtifactLeaseTransaction:
+    return ArtifactLeaseTransaction(tx, claim_for(session_id, number), T0)

@@ -1,0 +1,58 @@
+"""The `spillvault` command: help, version, and a demo that really runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import spillvault
+
+SCRIPT = str(Path(sys.executable).parent / "spillvault")
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [SCRIPT, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+        timeout=60,
+    )
+
+
+def test_help_lists_the_commands() -> None:
+    done = run("--help")
+    assert done.returncode == 0
+    assert "demo" in done.stdout
+    assert "Linux" in done.stdout
+
+
+def test_version() -> None:
+    assert run("--version").stdout.strip() == f"spillvault {spillvault.__version__}"
+
+
+def test_no_command_prints_usage_and_fails() -> None:
+    done = run()
+    assert done.returncode == 2
+    assert "usage: spillvault" in done.stdout
+
+
+def test_demo_drives_a_lease_round_trip_and_shows_the_refusal(tmp_path: Path) -> None:
+    done = run("demo", "--dir", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    for line in (
+        "memory-ref-1 prepared",
+        "memory-ref-1 committed",
+        "memory-ref-1 released",
+        "refused: illegal transition: Lease cannot commit from 'aborted'",
+        "#2 spillvault:Lease.Prepared",
+        "memory-ref-1: prepared → committed → released (version 3)",
+        "memory-ref-2: prepared → aborted (version 2)",
+        "[refused] event store missing",
+    ):
+        assert line in out, line
+    assert "[BUG]" not in out
+    assert list(tmp_path.iterdir()) == []  # the demo cleans up after itself

@@ -1,0 +1,84 @@
+"""Optimistic concurrency: a lost race is wrapped and retried by re-deciding (S8.2)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from spillvault.adapters.eventstore import retrying
+from spillvault.adapters.session import open_session
+from spillvault.domain.errors import ArtifactLeaseJournalError, ArtifactStoreConflict
+
+from support.leases import T0, transaction
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+@pytest.mark.parametrize("event_store", [None, "memory"])
+def test_two_applications_race_on_one_lease(
+    session_dir: Path, event_store: str | None
+) -> None:
+    with (
+        open_session(session_dir, event_store=event_store) as one,
+        open_session(session_dir, event_store=event_store) as two,
+    ):
+        assert one.store is not two.store
+        one.store.prepare_lease(transaction("session-a", "tx-1"))
+        mine, theirs = one.store.get_lease("tx-1"), two.store.get_lease("tx-1")
+        mine.commit(T0)
+        one.store.save_aggregates(mine)
+        theirs.commit(T0)
+        before = two.store.max_position()
+        with pytest.raises(ArtifactStoreConflict) as caught:
+            two.store.save_aggregates(theirs)
+        assert isinstance(caught.value, ArtifactLeaseJournalError)
+        assert "eventsourcing" in type(caught.value.__cause__).__module__
+        assert two.store.max_position() == before
+        # The retry helper reloads (committed) and re-decides: release is legal.
+        lease = two.store.release_lease("tx-1", T0)
+        assert lease.phase_history == ["prepared", "committed", "released"]
+        # Re-deciding a command that is no longer legal raises, recording nothing.
+        with pytest.raises(ArtifactLeaseJournalError, match="cannot commit from"):
+            two.store.commit_lease("tx-1", T0)
+        assert one.store.get_lease("tx-1").version == 3
+
+
+def test_retrying_reruns_after_conflicts_and_gives_up_eventually() -> None:
+    attempts: list[int] = []
+
+    def flaky() -> str:
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise ArtifactStoreConflict("lost")
+        return "done"
+
+    assert retrying(flaky) == "done"
+    assert len(attempts) == 3
+
+    def always() -> str:
+        attempts.append(1)
+        raise ArtifactStoreConflict("lost")
+
+    attempts.clear()
+    with pytest.raises(ArtifactStoreConflict):
+        retrying(always, retries=4)
+    assert len(attempts) == 4
+
+
+def test_reusing_a_transaction_id_is_refused(session_dir: Path) -> None:
+    with open_session(session_dir) as session:
+        session.store.prepare_lease(transaction("session-a", "tx-1"))
+        session.store.abort_lease("tx-1", T0)
+        before = session.store.max_position()
+        with pytest.raises(ArtifactLeaseJournalError, match="already used: 'tx-1'"):
+            session.store.prepare_lease(transaction("session-a", "tx-1", number=2))
+        assert session.store.max_position() == before
+
+
+def test_unknown_transaction_ids_are_refused(session_dir: Path) -> None:
+    with open_session(session_dir) as session:
+        with pytest.raises(ArtifactLeaseJournalError, match="unknown transaction id"):
+            session.store.commit_lease("never", T0)
+        assert session.store.find_lease("never") is None
