@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 DSN_SCHEMES = ("postgresql://", "postgres://")
 SCHEMA_PREFIX = "spillvault_"
+_SUPPORTED_DSN_KEYS = frozenset({"host", "port", "user", "password", "dbname"})
 
 
 def schema_for(store_id: UUID) -> str:
@@ -32,13 +33,23 @@ def parse_dsn(dsn: str) -> dict[str, str]:
     except Exception as error:
         msg = "invalid PostgreSQL DSN (password not shown)"
         raise ArtifactLeaseJournalError(msg) from error
+    unsupported = sorted(set(parts) - _SUPPORTED_DSN_KEYS)
+    if unsupported:
+        # eventsourcing's datastore takes only these keys; dropping the rest would
+        # silently weaken e.g. sslmode, so refuse (names only, never values).
+        msg = (
+            f"PostgreSQL DSN parameter(s) not supported: {', '.join(unsupported)} "
+            "(set them through libpq environment variables, e.g. PGSSLMODE)"
+        )
+        raise ArtifactLeaseJournalError(msg)
     missing = [key for key in ("dbname", "user") if not parts.get(key)]
     if missing:
         msg = f"PostgreSQL DSN lacks {missing[0]!r}"
         raise ArtifactLeaseJournalError(msg)
     return {
         "POSTGRES_DBNAME": str(parts["dbname"]),
-        "POSTGRES_HOST": str(parts.get("host") or "localhost"),
+        # Empty means libpq's default (the local unix socket), as in `psql`.
+        "POSTGRES_HOST": str(parts.get("host") or ""),
         "POSTGRES_PORT": str(parts.get("port") or "5432"),
         "POSTGRES_USER": str(parts["user"]),
         "POSTGRES_PASSWORD": str(parts.get("password") or ""),
@@ -57,10 +68,11 @@ class PostgresBackend:
     def describe(self) -> str:
         """Name the store for messages, without the password."""
         s = self._settings
-        return (
-            f"postgresql://{s['POSTGRES_USER']}@{s['POSTGRES_HOST']}:"
-            f"{s['POSTGRES_PORT']}/{s['POSTGRES_DBNAME']} schema {self._schema}"
-        )
+        user, host, port = s["POSTGRES_USER"], s["POSTGRES_HOST"], s["POSTGRES_PORT"]
+        where = f"/{s['POSTGRES_DBNAME']}?host={host}&port={port}"
+        if host and not host.startswith("/"):
+            where = f"{host}:{port}/{s['POSTGRES_DBNAME']}"
+        return f"postgresql://{user}@{where} schema {self._schema}"
 
     def exists(self) -> bool:
         """Say whether the session's schema exists."""

@@ -283,16 +283,24 @@ class _Opener:
 
     def evidence(self) -> str:
         """Name what exists that only a created session could have written."""
-        found = []
-        results = self.fs.open(TOOL_RESULTS_DIR, DIR_FLAGS, dir_fd=self.dir_fd)
-        try:
-            if self.fs.listdir(results):
-                found.append("artifacts")
-        finally:
-            self.fs.close(results)
+        found = [
+            what
+            for name, what in (
+                (TOOL_RESULTS_DIR, "artifacts"),
+                (QUARANTINE_DIR, "quarantined files"),
+            )
+            if self.has_entries(name)
+        ]
         if exists(self.fs, RETENTION_JOURNAL_NAME, dir_fd=self.dir_fd):
             found.append("a journal")
         return " and ".join(found)
+
+    def has_entries(self, directory: str) -> bool:
+        fd = self.fs.open(directory, DIR_FLAGS, dir_fd=self.dir_fd)
+        try:
+            return bool(self.fs.listdir(fd))
+        finally:
+            self.fs.close(fd)
 
     def read_marker(self) -> dict[str, Any] | None:
         if not exists(self.fs, MARKER_NAME, dir_fd=self.dir_fd):

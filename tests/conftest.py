@@ -5,6 +5,8 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import HealthCheck, settings
 
+from support.pg_fixture import postgres_dsn  # noqa: F401 - a session-wide fixture
+
 if TYPE_CHECKING:
     from pathlib import Path
 

@@ -280,3 +280,11 @@ def test_two_processes_creating_one_session_get_one_session(session_dir: Path) -
         assert session.store.get_lease("tx-a").state == "prepared"
         assert session.store.get_lease("tx-b").state == "prepared"
         assert session.store.max_position() == 3
+
+
+def test_missing_marker_beside_quarantined_files_is_refused(session_dir: Path) -> None:
+    open_session(session_dir).close()
+    (session_dir / MARKER_NAME).unlink()
+    (session_dir / ".quarantine" / "intent-1").mkdir()
+    with pytest.raises(ArtifactLeaseJournalError, match="quarantined files"):
+        open_session(session_dir)
