@@ -17,6 +17,7 @@ from eventsourcing.utils import Environment
 from spillvault.domain.artifact import Artifact
 from spillvault.domain.errors import ArtifactLeaseJournalError, ArtifactStoreConflict
 from spillvault.domain.lease import Lease
+from spillvault.domain.numbering import ARTIFACT_NUMBERS_ID, ArtifactNumbers
 from spillvault.domain.store_identity import STORE_IDENTITY_ID, StoreIdentity
 
 if TYPE_CHECKING:
@@ -153,6 +154,19 @@ class SessionStore(Application[UUID]):
         return retrying(attempt)
 
     # artifacts --------------------------------------------------------------
+
+    def reserve_artifact_number(self, *, at_least: int = 1) -> int:
+        """Take a number no artifact of this session ever had (S2.2)."""
+
+        def attempt() -> int:
+            numbers = self._get(ArtifactNumbers, ARTIFACT_NUMBERS_ID)
+            if numbers is None:
+                numbers = ArtifactNumbers.start()
+            number = numbers.reserve(at_least=at_least)
+            self.save_aggregates(numbers)
+            return number
+
+        return retrying(attempt)
 
     def get_artifact(self, filename: str) -> Artifact | None:
         """Load an artifact by filename if it has any event."""

@@ -14,6 +14,8 @@ from spillvault.domain.artifact import Artifact, ArtifactContent
 from spillvault.domain.errors import ArtifactIntegrityError, ArtifactLeaseJournalError
 from spillvault.domain.lease import Lease
 from spillvault.domain.machines import ARTIFACT_MACHINE, LEASE_MACHINE
+from spillvault.domain.numbering import ArtifactNumbers
+from spillvault.domain.store_identity import StoreIdentity
 from spillvault.domain.values import ArtifactRetentionClaim
 
 from support.leases import T0, transaction
@@ -28,6 +30,8 @@ TOPICS = {
     "spillvault:Artifact.Restored", "spillvault:Artifact.Deleted",
     "spillvault:Artifact.MarkedLost", "spillvault:StoreIdentity",
     "spillvault:StoreIdentity.Event", "spillvault:StoreIdentity.Created",
+    "spillvault:ArtifactNumbers", "spillvault:ArtifactNumbers.Event",
+    "spillvault:ArtifactNumbers.Started", "spillvault:ArtifactNumbers.Reserved",
 }  # fmt: skip
 
 
@@ -41,11 +45,8 @@ def classes_with_topics(root: type) -> set[str]:
 
 
 def test_every_aggregate_and_event_has_its_stable_topic() -> None:
-    from spillvault.domain.store_identity import StoreIdentity  # noqa: PLC0415
-
-    found = set().union(
-        *(classes_with_topics(c) for c in (Lease, Artifact, StoreIdentity))
-    )
+    roots = (Lease, Artifact, StoreIdentity, ArtifactNumbers)
+    found = set().union(*(classes_with_topics(c) for c in roots))
     assert found == TOPICS
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 from typing import TYPE_CHECKING
 
 import pytest
@@ -11,6 +12,7 @@ from spillvault.adapters.session import open_session
 from spillvault.domain.errors import ArtifactLeaseJournalError, ArtifactStoreConflict
 
 from support.leases import T0, transaction
+from support.workers import reserve_numbers
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -82,3 +84,34 @@ def test_unknown_transaction_ids_are_refused(session_dir: Path) -> None:
         with pytest.raises(ArtifactLeaseJournalError, match="unknown transaction id"):
             session.store.commit_lease("never", T0)
         assert session.store.find_lease("never") is None
+
+
+def test_artifact_numbers_are_never_reused_across_writers(session_dir: Path) -> None:
+    with open_session(session_dir) as one, open_session(session_dir) as two:
+        taken = [one.store.reserve_artifact_number() for _ in range(3)]
+        taken.append(two.store.reserve_artifact_number())
+        taken.append(one.store.reserve_artifact_number(at_least=10))
+        taken.append(two.store.reserve_artifact_number(at_least=2))
+    assert taken == [1, 2, 3, 4, 10, 11]
+    with open_session(session_dir) as again:
+        assert again.store.reserve_artifact_number() == 12
+
+
+def test_processes_reserving_numbers_never_share_one(session_dir: Path) -> None:
+    open_session(session_dir).close()
+    context = multiprocessing.get_context("spawn")
+    start, results = context.Event(), context.Queue()
+    workers = [
+        context.Process(
+            target=reserve_numbers, args=(str(session_dir), 25, start, results)
+        )
+        for _ in range(3)
+    ]
+    for worker in workers:
+        worker.start()
+    start.set()
+    taken = [n for _ in workers for n in results.get(timeout=60)]
+    for worker in workers:
+        worker.join(30)
+        assert worker.exitcode == 0
+    assert sorted(taken) == list(range(1, 76))

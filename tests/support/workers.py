@@ -31,3 +31,10 @@ def try_lock(path: str, results: Any) -> None:
         results.put("acquired")
     finally:
         os.close(fd)
+
+
+def reserve_numbers(path: str, count: int, start: Any, results: Any) -> None:
+    """Reserve `count` artifact numbers and report them."""
+    start.wait()
+    with open_session(path) as session:
+        results.put([session.store.reserve_artifact_number() for _ in range(count)])
