@@ -1,4 +1,4 @@
-"""Deterministic, bounded artifact summaries that never raise and need no model (S2.3)."""
+"""Deterministic, bounded artifact summaries: never raise, need no model (S2.3)."""
 
 from __future__ import annotations
 
