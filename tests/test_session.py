@@ -288,3 +288,18 @@ def test_missing_marker_beside_quarantined_files_is_refused(session_dir: Path) -
     (session_dir / ".quarantine" / "intent-1").mkdir()
     with pytest.raises(ArtifactLeaseJournalError, match="quarantined files"):
         open_session(session_dir)
+
+
+def test_the_process_environment_cannot_redirect_the_store(
+    session_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PERSISTENCE_MODULE", "eventsourcing.popo")
+    monkeypatch.setenv("SQLITE_DBNAME", str(tmp_path / "elsewhere.db"))
+    monkeypatch.setenv("SPILLVAULT_PERSISTENCE_MODULE", "eventsourcing.popo")
+    with open_session(session_dir) as session:
+        session.store.prepare_lease(transaction("session-a", "tx-1"))
+    monkeypatch.delenv("PERSISTENCE_MODULE")
+    monkeypatch.delenv("SPILLVAULT_PERSISTENCE_MODULE")
+    with open_session(session_dir) as again:
+        assert again.store.get_lease("tx-1").state == "prepared"
+    assert not (tmp_path / "elsewhere.db").exists()
