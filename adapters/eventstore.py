@@ -7,6 +7,8 @@ and decides again. Library exceptions never leak: they are wrapped here.
 
 from __future__ import annotations
 
+import random
+import time
 from typing import TYPE_CHECKING, Any, TypeVar
 from uuid import UUID
 
@@ -34,7 +36,9 @@ if TYPE_CHECKING:
     from spillvault.domain.values import ArtifactLeaseTransaction
 
 T = TypeVar("T")
-DEFAULT_RETRIES = 8
+DEFAULT_RETRIES = 16
+_FIRST_PAUSE = 0.002
+_MAX_PAUSE = 0.1
 _PAGE = 500
 
 
@@ -197,13 +201,24 @@ class SessionStore(Application[UUID]):
         return aggregate
 
 
-def retrying(attempt: Callable[[], T], *, retries: int = DEFAULT_RETRIES) -> T:
-    """Run `attempt` (load, decide, save) again after each lost race."""
+def retrying(
+    attempt: Callable[[], T],
+    *,
+    retries: int = DEFAULT_RETRIES,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """Run `attempt` (load, decide, save) again after each lost race.
+
+    Waits a jittered, doubling pause between tries so that writers in several
+    processes stop colliding in lockstep.
+    """
+    pause = _FIRST_PAUSE
     for _ in range(retries - 1):
         try:
             return attempt()
         except ArtifactStoreConflict:
-            continue
+            sleep(random.uniform(0, pause))  # noqa: S311 - jitter, not secrecy
+            pause = min(pause * 2, _MAX_PAUSE)
     return attempt()
 
 

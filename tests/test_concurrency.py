@@ -56,8 +56,11 @@ def test_retrying_reruns_after_conflicts_and_gives_up_eventually() -> None:
             raise ArtifactStoreConflict("lost")
         return "done"
 
-    assert retrying(flaky) == "done"
+    pauses: list[float] = []
+    assert retrying(flaky, sleep=pauses.append) == "done"
     assert len(attempts) == 3
+    assert len(pauses) == 2
+    assert all(0 <= p <= 0.1 for p in pauses)
 
     def always() -> str:
         attempts.append(1)
@@ -65,7 +68,7 @@ def test_retrying_reruns_after_conflicts_and_gives_up_eventually() -> None:
 
     attempts.clear()
     with pytest.raises(ArtifactStoreConflict):
-        retrying(always, retries=4)
+        retrying(always, retries=4, sleep=lambda _: None)
     assert len(attempts) == 4
 
 
