@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterable
     from contextlib import AbstractContextManager
     from datetime import datetime
 
+    from .artifact import Artifact
     from .values import (
         ArtifactLeaseTransaction,
         ArtifactMemoryReference,
@@ -131,11 +132,39 @@ class FileSystem(Protocol):
         ...
 
 
-class ArtifactStore(Protocol):
-    """The storage port (S2.7): store bytes, open them for reading, hint retrieval."""
+class KeyLineScanner(Protocol):
+    """Sees every stored chunk, in order, to pick key lines for the preview (S1.6)."""
 
-    def store(self, chunks: Iterator[bytes]) -> tuple[str, str]:
-        """Store a whole output; return (filename, handle)."""
+    def feed(self, chunk: bytes) -> None:
+        """Look at the next chunk of the stored bytes."""
+        ...
+
+
+class ArtifactStore(Protocol):
+    """The storage port (S2.7): store bytes, open them for reading, hint retrieval.
+
+    A handle is opaque (S1.5): only the backend that issued it parses it.
+    """
+
+    def store(  # noqa: PLR0913 - the fields S2.3 records
+        self,
+        chunks: Iterable[bytes],
+        *,
+        source_tool: str,
+        tool_use_id: str | None = None,
+        is_error: bool = False,
+        summary: str | None = None,
+        key_line_scanner: KeyLineScanner | None = None,
+    ) -> Artifact:
+        """Store a whole output and record it; raise (leaving nothing) on failure."""
+        ...
+
+    def handle_for(self, filename: str) -> str:
+        """Return this backend's handle for an artifact filename."""
+        ...
+
+    def resolve(self, handle: str) -> str:
+        """Return the filename a handle of this backend names; raise for others."""
         ...
 
     def open_for_read(self, handle: str) -> int:

@@ -1,0 +1,725 @@
+"""The local artifact store: the default storage backend (S2, A1-A4, S3.2).
+
+A whole output is streamed into a private `.tmp-*` file (flocked while it is
+written, so another process's recovery pass leaves it alone, S2.6), hashed on
+the way (whole SHA-256, per-1-MiB chunk digests and newline counts, S2.5),
+fsynced, then published without overwrite: a number from the store's counter,
+`link` (EEXIST: the next number), fsync the directory, record the event, unlink
+the tmp, fsync again (A3). Any failure before the event is recorded removes
+what was written and raises; the gate turns that into `store_failed`.
+
+A streaming artifact is created under its final name, recorded `open`, and
+sealed (or sealed `partial` over the bytes on disk) when it ends.
+
+Handles are the artifacts' absolute paths (S1.5) and are parsed only here:
+`resolve` accepts exactly `<tool-results dir>/<canonical artifact name>`.
+Every durable file operation goes through `session.fs`, the seam (S2.7).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import secrets
+import stat
+import weakref
+from contextlib import suppress
+from typing import TYPE_CHECKING, Self
+
+from spillvault.domain.artifact import Artifact, ArtifactContent
+from spillvault.domain.constants import CHUNK_SIZE
+from spillvault.domain.errors import ArtifactAccessError
+from spillvault.domain.summary import check_summary, summarize
+from spillvault.domain.values import (
+    ArtifactReference,
+    ArtifactSource,
+    artifact_filename,
+    artifact_number,
+)
+
+from .fs import (
+    EXCLUSIVE_CREATE,
+    PRIVATE_FILE_MODE,
+    READ_FLAGS,
+    check_private,
+    open_private_dir,
+)
+from .session import TOOL_RESULTS_DIR
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from types import TracebackType
+
+    from spillvault.domain.ports import FileSystem, KeyLineScanner
+
+    from .session import Session
+
+logger = logging.getLogger(__name__)
+
+TMP_PREFIX = ".tmp-"
+MAX_ARTIFACT_DIGITS = 12
+"""Numbers stay below 10**12, so `longest_handle()` bounds every handle."""
+MAX_ARTIFACT_NUMBER = 10**MAX_ARTIFACT_DIGITS - 1
+FIRST_LINE_BYTES = 1024
+"""How much of the first non-empty line is kept for the summary (>= 160 chars)."""
+_NAME_ATTEMPTS = 64
+_BLANK = bytes(range(0x21)) + b"\x7f"
+
+
+class ContentHasher:
+    """Hash bytes as they go by: whole digest, chunk digests, lines (S2.3, S2.5).
+
+    Memory is bounded: two hash states and at most `FIRST_LINE_BYTES` of the
+    first non-empty line. Lines split on newline bytes only; a last line without a
+    newline counts.
+    """
+
+    def __init__(self) -> None:
+        self._whole = hashlib.sha256()
+        self._chunk = hashlib.sha256()
+        self._chunk_fill = 0
+        self._chunk_newlines = 0
+        self._digests: list[str] = []
+        self._newlines: list[int] = []
+        self._total_newlines = 0
+        self._ends_with_newline = True
+        self._line = bytearray()
+        self._first_line: str | None = None
+        self.size = 0
+
+    def update(self, data: bytes, start: int = 0, end: int | None = None) -> None:
+        """Account for `data[start:end]` (no copy of the bytes is kept)."""
+        stop = len(data) if end is None else end
+        if stop <= start:
+            return
+        view = memoryview(data)
+        pos = start
+        while pos < stop:
+            piece_end = min(stop, pos + CHUNK_SIZE - self._chunk_fill)
+            piece = view[pos:piece_end]
+            self._whole.update(piece)
+            self._chunk.update(piece)
+            newlines = data.count(b"\n", pos, piece_end)
+            self._chunk_newlines += newlines
+            self._total_newlines += newlines
+            self._chunk_fill += piece_end - pos
+            if self._chunk_fill == CHUNK_SIZE:
+                self._close_chunk()
+            pos = piece_end
+        if self._first_line is None:
+            self._scan_first_line(data, start, stop)
+        self.size += stop - start
+        self._ends_with_newline = data[stop - 1] == 0x0A
+
+    def _close_chunk(self) -> None:
+        self._digests.append(self._chunk.hexdigest())
+        self._newlines.append(self._chunk_newlines)
+        self._chunk = hashlib.sha256()
+        self._chunk_fill = 0
+        self._chunk_newlines = 0
+
+    def _scan_first_line(self, data: bytes, start: int, stop: int) -> None:
+        pos = start
+        while pos < stop:
+            newline = data.find(b"\n", pos, stop)
+            line_end = stop if newline < 0 else newline
+            while pos < line_end and len(self._line) < FIRST_LINE_BYTES:
+                take = min(line_end, pos + FIRST_LINE_BYTES - len(self._line))
+                self._line += data[pos:take]
+                pos = take
+                stripped = self._line.lstrip(_BLANK)
+                if len(stripped) != len(self._line):
+                    self._line = bytearray(stripped)
+            if newline < 0:
+                return
+            if self._take_line():
+                return
+            pos = newline + 1
+
+    def _take_line(self) -> bool:
+        text = _visible(self._line)
+        self._line.clear()
+        if text:
+            self._first_line = text
+        return bool(text)
+
+    def finish(self) -> tuple[ArtifactContent, str]:
+        """Return the facts about every byte so far, and the first non-empty line.
+
+        The hasher is not changed: a stream may go on after a snapshot.
+        """
+        digests, newlines = list(self._digests), list(self._newlines)
+        if self._chunk_fill:
+            digests.append(self._chunk.copy().hexdigest())
+            newlines.append(self._chunk_newlines)
+        lines = self._total_newlines + (0 if self._ends_with_newline else 1)
+        content = ArtifactContent(
+            content_sha256=self._whole.hexdigest(),
+            size_bytes=self.size,
+            line_count=lines,
+            chunk_sha256=tuple(digests),
+            chunk_newlines=tuple(newlines),
+        )
+        first = self._first_line
+        if first is None:
+            first = _visible(self._line)
+        return content, first
+
+
+def _visible(raw: bytes | bytearray) -> str:
+    text = bytes(raw).decode("utf-8", errors="replace")
+    return "".join(c if c.isprintable() else " " for c in text).strip()
+
+
+def summary_for(content: ArtifactContent, first_line: str) -> str:
+    """Return the deterministic summary of stored bytes (S2.3)."""
+    return summarize(first_line, content.line_count, content.size_bytes)
+
+
+def hash_open_file(fs: FileSystem, fd: int) -> tuple[ArtifactContent, str]:
+    """Hash a whole open file with `pread` in 1 MiB steps (bounded memory)."""
+    hasher = ContentHasher()
+    offset = 0
+    while True:
+        data = fs.pread(fd, CHUNK_SIZE, offset)
+        if not data:
+            break
+        hasher.update(data)
+        offset += len(data)
+    return hasher.finish()
+
+
+def write_hashed(fs: FileSystem, fd: int, data: bytes, hasher: ContentHasher) -> None:
+    """Write all of `data`, at most 1 MiB per call, hashing exactly what was written.
+
+    After a failure the hasher describes the bytes that reached the file.
+    """
+    total = len(data)
+    pos = 0
+    while pos < total:
+        end = min(total, pos + CHUNK_SIZE)
+        piece = data if pos == 0 and end == total else data[pos:end]
+        written = fs.write(fd, piece)
+        if written <= 0:
+            raise OSError(errno.EIO, "write made no progress")
+        hasher.update(data, pos, pos + written)
+        pos += written
+
+
+def _as_bytes(chunk: object) -> bytes:
+    if isinstance(chunk, bytes):
+        return chunk
+    if isinstance(chunk, bytearray | memoryview):
+        return bytes(chunk)
+    msg = f"artifact chunks must be bytes, not {type(chunk).__name__}"
+    raise TypeError(msg)
+
+
+class LocalArtifactStore:
+    """Artifacts as private files in `<session>/tool-results/` (S2.1)."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._fs = session.fs
+        self.tool_results_dir = os.path.join(session.path, TOOL_RESULTS_DIR)
+        self._dir_fd = open_private_dir(
+            self._fs,
+            TOOL_RESULTS_DIR,
+            dir_fd=session.dir_fd,
+            what="tool-results directory",
+        )
+        self._closer = weakref.finalize(self, self._fs.close, self._dir_fd)
+
+    # life cycle -------------------------------------------------------------
+
+    @property
+    def session(self) -> Session:
+        """The session this store writes into."""
+        return self._session
+
+    @property
+    def dir_fd(self) -> int:
+        """The checked descriptor of `tool-results/` (for readers of this session)."""
+        self._check_open()
+        return self._dir_fd
+
+    def close(self) -> None:
+        """Close the directory descriptor (idempotent)."""
+        self._closer()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if not self._closer.alive:
+            msg = "artifact store is closed"
+            raise ValueError(msg)
+
+    # handles (S1.5, S3.2) ---------------------------------------------------
+
+    def handle_for(self, filename: str) -> str:
+        """Return the handle of an artifact: its absolute path."""
+        if artifact_number(filename) is None:
+            msg = f"not an artifact filename: {filename!r}"
+            raise ArtifactAccessError(msg)
+        return f"{self.tool_results_dir}/{filename}"
+
+    def longest_handle(self) -> str:
+        """Return a handle at least as long as any this store will issue."""
+        return self.handle_for(artifact_filename(MAX_ARTIFACT_NUMBER))
+
+    def resolve(self, handle: str) -> str:
+        """Return the filename `handle` names, if it is an artifact of this session.
+
+        Only the exact form `handle_for` issues is accepted; `..`, other
+        directories, other sessions, NUL bytes, non-canonical names and
+        entries that are symlinks or not regular files raise
+        `ArtifactAccessError`. A missing file is not an access error: the
+        caller finds out when it opens it.
+        """
+        filename = self._parse(handle)
+        try:
+            info = self._fs.lstat(filename, dir_fd=self.dir_fd)
+        except FileNotFoundError:
+            return filename
+        if not stat.S_ISREG(info.st_mode):
+            msg = f"{filename} is a symlink or not a regular file"
+            raise ArtifactAccessError(msg)
+        return filename
+
+    def _parse(self, handle: object) -> str:
+        if not isinstance(handle, str):
+            msg = f"artifact handle must be a string, not {type(handle).__name__}"
+            raise ArtifactAccessError(msg)
+        if "\x00" in handle:
+            msg = "artifact handle contains a NUL byte"
+            raise ArtifactAccessError(msg)
+        directory, _, filename = handle.rpartition("/")
+        if directory != self.tool_results_dir:
+            msg = f"artifact handle is outside the session: {handle[:300]!r}"
+            raise ArtifactAccessError(msg)
+        if artifact_number(filename) is None:
+            msg = f"not a canonical artifact name: {filename[:300]!r}"
+            raise ArtifactAccessError(msg)
+        return filename
+
+    def hint(self, handle: str) -> str:
+        """Return how a model or a person reads more of the artifact."""
+        self._parse(handle)
+        quoted = json.dumps(handle, ensure_ascii=False)
+        return (
+            f"read_artifact({quoted}, offset=N) or `spillvault read {quoted} --line N`"
+        )
+
+    def open_for_read(self, handle_or_filename: str) -> int:
+        """Open an artifact read-only per A4; the caller closes the fd via the seam.
+
+        Accepts a handle of this store or a bare canonical filename. Opening is
+        `O_RDONLY|O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC` relative to the checked
+        tool-results descriptor (a FIFO never blocks), then `fstat` demands an
+        owned, private regular file. A missing file raises `FileNotFoundError`.
+        """
+        if isinstance(handle_or_filename, str) and "/" in handle_or_filename:
+            filename = self._parse(handle_or_filename)
+        else:
+            if isinstance(handle_or_filename, str) and "\x00" in handle_or_filename:
+                msg = "artifact name contains a NUL byte"
+                raise ArtifactAccessError(msg)
+            if (
+                not isinstance(handle_or_filename, str)
+                or artifact_number(handle_or_filename) is None
+            ):
+                msg = f"not a canonical artifact name: {handle_or_filename!r}"
+                raise ArtifactAccessError(msg)
+            filename = handle_or_filename
+        return open_artifact_file(self._fs, filename, dir_fd=self.dir_fd)
+
+    def reference_for(self, artifact: Artifact) -> ArtifactReference:
+        """Return the S4.1 reference of a stored (not open) artifact."""
+        content = artifact.stored_content
+        source_id = artifact.source_id(self._session.session_id)
+        if content is None or source_id is None or artifact.summary is None:
+            msg = f"{artifact.filename} is still open: no digest to reference yet"
+            raise ValueError(msg)
+        return ArtifactReference(
+            path=self.handle_for(artifact.filename),
+            summary=artifact.summary,
+            source_tool=artifact.source_tool,
+            source=ArtifactSource(
+                source_id=source_id,
+                title=f"{artifact.source_tool} output ({artifact.filename})",
+                captured_at=artifact.created_at,
+            ),
+            size_bytes=content.size_bytes,
+            content_sha256=content.content_sha256,
+        )
+
+    # storing a whole output (S2.4, A2, A3) ----------------------------------
+
+    def store(  # noqa: PLR0913 - the fields S2.3 records
+        self,
+        chunks: Iterable[bytes],
+        *,
+        source_tool: str,
+        tool_use_id: str | None = None,
+        is_error: bool = False,
+        summary: str | None = None,
+        key_line_scanner: KeyLineScanner | None = None,
+    ) -> Artifact:
+        """Store the bytes of `chunks` as a new sealed artifact and record it.
+
+        A caller's summary is validated before any file exists. On any failure
+        nothing is left behind (no tmp, no final name, no event) and the error
+        propagates.
+        """
+        if summary is not None:
+            summary = check_summary(summary)
+        self._check_open()
+        captured_at = self._session.clock.now()
+        fd, tmp = self._create_tmp()
+        final: str | None = None
+        try:
+            hasher = ContentHasher()
+            for chunk in chunks:
+                data = _as_bytes(chunk)
+                write_hashed(self._fs, fd, data, hasher)
+                if key_line_scanner is not None:
+                    key_line_scanner.feed(data)
+            self._fs.fsync(fd)
+            content, first_line = hasher.finish()
+            final = self._link_fresh_name(tmp)
+            self._fs.fsync(self._dir_fd)
+            artifact = Artifact.store(
+                final,
+                content,
+                source_tool=source_tool,
+                tool_use_id=tool_use_id,
+                is_error=is_error,
+                captured_at=captured_at,
+                summary=summary or summary_for(content, first_line),
+            )
+            self._session.store.save_aggregates(artifact)
+        except BaseException:
+            self._discard(fd, tmp, final)
+            raise
+        try:
+            self._fs.unlink(tmp, dir_fd=self._dir_fd)
+            self._fs.fsync(self._dir_fd)
+        except OSError as error:
+            # The artifact is linked, fsynced and recorded: it is stored. The
+            # leftover tmp is removed by the next recovery pass (S2.6).
+            logger.warning("artifact %s stored; tmp cleanup failed: %s", final, error)
+        finally:
+            with suppress(OSError):
+                self._fs.close(fd)
+        return artifact
+
+    def _create_tmp(self) -> tuple[int, str]:
+        """Create and flock a fresh `.tmp-*` file that recovery cannot take."""
+        for _ in range(_NAME_ATTEMPTS):
+            name = TMP_PREFIX + secrets.token_hex(8)
+            try:
+                fd = self._create_locked(name)
+            except FileExistsError:
+                continue
+            # A recovery pass may have flocked and removed the file between our
+            # create and our flock; it unlinks only while holding the flock, so
+            # once we hold it the name is ours if it still names our inode.
+            if self._names_fd(name, fd):
+                return fd, name
+            self._fs.close(fd)
+        raise OSError(errno.EEXIST, "no fresh tmp name in tool-results")
+
+    def _create_locked(self, name: str) -> int:
+        """Create `name` exclusively 0600 (A2) and flock it; on failure remove it.
+
+        Like `fs.create_private_file`, plus the writer's flock (S2.6) and the
+        removal of the just-created entry when chmod or flock fails.
+        """
+        fd = self._fs.open(
+            name, EXCLUSIVE_CREATE, PRIVATE_FILE_MODE, dir_fd=self._dir_fd
+        )
+        try:
+            self._fs.fchmod(fd, PRIVATE_FILE_MODE)
+            self._fs.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            with suppress(OSError):
+                self._fs.unlink(name, dir_fd=self._dir_fd)
+            self._fs.close(fd)
+            raise
+        return fd
+
+    def _names_fd(self, name: str, fd: int) -> bool:
+        try:
+            entry = self._fs.lstat(name, dir_fd=self._dir_fd)
+        except FileNotFoundError:
+            return False
+        info = self._fs.fstat(fd)
+        return (entry.st_dev, entry.st_ino) == (info.st_dev, info.st_ino)
+
+    def _next_floor(self) -> int:
+        """Return one above the highest artifact name present (S2.2)."""
+        numbers = [artifact_number(name) for name in self._fs.listdir(self._dir_fd)]
+        return max((n for n in numbers if n is not None), default=0) + 1
+
+    def _reserve(self, at_least: int) -> str:
+        number = self._session.store.reserve_artifact_number(at_least=at_least)
+        if number > MAX_ARTIFACT_NUMBER:
+            msg = f"artifact numbers exhausted ({number} > {MAX_ARTIFACT_NUMBER})"
+            raise OSError(errno.ENOSPC, msg)
+        return artifact_filename(number)
+
+    def _link_fresh_name(self, tmp: str) -> str:
+        """Publish `tmp` under a never-used name without overwriting (A3)."""
+        at_least = self._next_floor()
+        for _ in range(_NAME_ATTEMPTS):
+            final = self._reserve(at_least)
+            try:
+                self._fs.link(
+                    tmp, final, src_dir_fd=self._dir_fd, dst_dir_fd=self._dir_fd
+                )
+            except FileExistsError:
+                at_least = artifact_number(final) or 0
+                at_least += 1
+                continue
+            return final
+        raise OSError(errno.EEXIST, "every reserved artifact name was taken")
+
+    def _discard(self, fd: int, tmp: str | None, final: str | None) -> None:
+        """Remove what a failed write left (only entries still naming our file)."""
+        removed = False
+        for name in (final, tmp):
+            if name is None:
+                continue
+            with suppress(OSError):
+                if self._names_fd(name, fd):
+                    self._fs.unlink(name, dir_fd=self._dir_fd)
+                    removed = True
+        if removed:
+            with suppress(OSError):
+                self._fs.fsync(self._dir_fd)
+        with suppress(OSError):
+            self._fs.close(fd)
+
+    # streaming (S2.4) -------------------------------------------------------
+
+    def open_stream(
+        self,
+        source_tool: str,
+        *,
+        tool_use_id: str | None = None,
+        key_line_scanner: KeyLineScanner | None = None,
+    ) -> ArtifactStream:
+        """Create a streaming artifact under its final name, recorded `open`."""
+        self._check_open()
+        opened_at = self._session.clock.now()
+        fd, final = self._create_final()
+        try:
+            self._fs.fsync(self._dir_fd)
+            artifact = Artifact.open_stream(
+                final,
+                source_tool=source_tool,
+                tool_use_id=tool_use_id,
+                opened_at=opened_at,
+            )
+            self._session.store.save_aggregates(artifact)
+        except BaseException:
+            self._discard(fd, None, final)
+            raise
+        return ArtifactStream(self, fd, artifact, key_line_scanner)
+
+    def _create_final(self) -> tuple[int, str]:
+        at_least = self._next_floor()
+        for _ in range(_NAME_ATTEMPTS):
+            final = self._reserve(at_least)
+            try:
+                return self._create_locked(final), final
+            except FileExistsError:
+                at_least = (artifact_number(final) or 0) + 1
+        raise OSError(errno.EEXIST, "every reserved artifact name was taken")
+
+
+class ArtifactStream:
+    """A streaming artifact being written; readable by name while open (S2.4).
+
+    `close()` seals it; `fail()` (or leaving a `with` block by an exception)
+    seals what was stored as `partial`. When a write or the final fsync fails,
+    the stream seals `partial` over the bytes on disk, then the error
+    propagates; `artifact` is then the partial artifact (still `open` if even
+    that seal could not be recorded: the next recovery pass seals it).
+    """
+
+    def __init__(
+        self,
+        owner: LocalArtifactStore,
+        fd: int,
+        artifact: Artifact,
+        key_line_scanner: KeyLineScanner | None,
+    ) -> None:
+        self._owner = owner
+        self._fs = owner.session.fs
+        self._fd: int | None = fd
+        self._artifact = artifact
+        self._scanner = key_line_scanner
+        self._hasher = ContentHasher()
+
+    @property
+    def artifact(self) -> Artifact:
+        """The artifact as last recorded."""
+        return self._artifact
+
+    @property
+    def filename(self) -> str:
+        """The artifact's filename."""
+        return self._artifact.filename
+
+    @property
+    def handle(self) -> str:
+        """The artifact's handle."""
+        return self._owner.handle_for(self._artifact.filename)
+
+    @property
+    def size(self) -> int:
+        """Bytes written so far."""
+        return self._hasher.size
+
+    @property
+    def closed(self) -> bool:
+        """Whether the stream was sealed (or gave up)."""
+        return self._fd is None
+
+    def write(self, data: bytes) -> None:
+        """Append `data` verbatim."""
+        fd = self._writable()
+        chunk = _as_bytes(data)
+        try:
+            write_hashed(self._fs, fd, chunk, self._hasher)
+        except OSError:
+            self._seal_quietly(partial=True)
+            raise
+        if self._scanner is not None:
+            self._scanner.feed(chunk)
+
+    def close(self) -> Artifact:
+        """Seal the artifact with its digest; idempotent once sealed."""
+        if self._fd is None:
+            return self._artifact
+        try:
+            self._fs.fsync(self._fd)
+            self._fs.fsync(self._owner.dir_fd)
+        except OSError:
+            self._seal_quietly(partial=True)
+            raise
+        return self._seal(partial=False)
+
+    def fail(self) -> Artifact:
+        """Seal what was stored as `partial`; idempotent once sealed."""
+        if self._fd is None:
+            return self._artifact
+        with suppress(OSError):
+            self._fs.fsync(self._fd)
+        return self._seal(partial=True)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            self.close()
+        else:
+            self._seal_quietly(partial=True)
+
+    def _writable(self) -> int:
+        if self._fd is None:
+            msg = f"stream {self.filename} is already sealed"
+            raise ValueError(msg)
+        return self._fd
+
+    def _content(self, fd: int) -> tuple[ArtifactContent, str]:
+        """Return the hashed facts; re-hash from disk if the file is not as written."""
+        if self._fs.fstat(fd).st_size == self._hasher.size:
+            return self._hasher.finish()
+        return hash_open_file(self._fs, fd)
+
+    def _seal(self, *, partial: bool) -> Artifact:
+        fd = self._writable()
+        session = self._owner.session
+        try:
+            content, first_line = self._content(fd)
+            summary = summary_for(content, first_line)
+            at = session.clock.now()
+            if partial:
+                self._artifact.seal_partial(content, summary=summary, sealed_at=at)
+            else:
+                self._artifact.seal(content, summary=summary, sealed_at=at)
+            session.store.save_aggregates(self._artifact)
+        except BaseException:
+            # The aggregate may hold an unsaved event: reload what is recorded.
+            with suppress(Exception):
+                recorded = session.store.get_artifact(self.filename)
+                if recorded is not None:
+                    self._artifact = recorded
+            raise
+        finally:
+            # Only now may a recovery pass take the file (S2.6).
+            self._fd = None
+            self._fs.close(fd)
+        return self._artifact
+
+    def _seal_quietly(self, *, partial: bool) -> None:
+        if self._fd is None:
+            return
+        try:
+            self._seal(partial=partial)
+        except Exception as error:  # noqa: BLE001 - the caller's error wins
+            logger.warning(
+                "stream %s could not be sealed partial (%s); recovery will seal it",
+                self.filename,
+                error,
+            )
+
+
+def open_artifact_file(fs: FileSystem, filename: str, *, dir_fd: int) -> int:
+    """Open an artifact per A4 and demand an owned, private regular file."""
+    try:
+        fd = fs.open(filename, READ_FLAGS, dir_fd=dir_fd)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            msg = f"{filename} is a symlink"
+            raise ArtifactAccessError(msg) from error
+        raise
+    try:
+        check_private(fs, fd, filename, directory=False)
+    except BaseException:
+        fs.close(fd)
+        raise
+    return fd
+
+
+__all__ = [
+    "MAX_ARTIFACT_DIGITS",
+    "TMP_PREFIX",
+    "ArtifactStream",
+    "ContentHasher",
+    "LocalArtifactStore",
+    "hash_open_file",
+    "open_artifact_file",
+    "write_hashed",
+]

@@ -1,0 +1,260 @@
+"""The artifact recovery pass run when a session is opened (S2.6).
+
+Under the session lock, touching only what no live process holds: every writer
+keeps `flock(LOCK_EX)` on its tmp file or open stream, so an entry is handled
+only when `flock(LOCK_EX|LOCK_NB)` on it succeeds. The pass
+
+- removes stale `.tmp-*` files of `tool-results/`;
+- seals an artifact left `open` by a crash as `partial` over the bytes present;
+- records `lost` for an artifact (open, sealed, partial, orphan) whose file is gone.
+
+Entries that are not private regular files of ours are never touched; they are
+reported as `refused`. Resolving GC quarantine entries from their recorded
+intents (S6.2) belongs to the garbage-collection work and is added there; this
+pass leaves quarantined artifacts and `.quarantine/` alone.
+
+Artifacts are found by a full scan of the store's Artifact creation events; an
+incremental view (S8.1) replaces the scan later.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from eventsourcing.persistence import PersistenceError
+
+from spillvault.domain.artifact import Artifact
+from spillvault.domain.enums import ArtifactState
+from spillvault.domain.errors import ArtifactAccessError, ArtifactLeaseJournalError
+from spillvault.domain.values import artifact_number
+
+from .artifact_store import TMP_PREFIX, hash_open_file, summary_for
+from .eventstore import retrying
+from .fs import READ_FLAGS, check_private, open_private_dir
+from .session import TOOL_RESULTS_DIR
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from spillvault.domain.ports import FileSystem
+
+    from .eventstore import SessionStore
+    from .session import Session
+
+ARTIFACT_CREATED_TOPICS = frozenset(
+    {
+        Artifact.Stored.TOPIC,
+        Artifact.StreamOpened.TOPIC,
+        Artifact.Adopted.TOPIC,
+    }
+)
+_STORED_STATES = frozenset(
+    {ArtifactState.SEALED, ArtifactState.PARTIAL, ArtifactState.ORPHAN}
+)
+
+
+@dataclass
+class ArtifactRecoveryReport:
+    """What one recovery pass did, by filename (never a path, S6.4)."""
+
+    removed_tmp: list[str] = field(default_factory=list)
+    live_tmp: list[str] = field(default_factory=list)
+    sealed_partial: list[str] = field(default_factory=list)
+    live_open: list[str] = field(default_factory=list)
+    marked_lost: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready mapping of sorted filename lists."""
+        return {
+            "removed_tmp": sorted(self.removed_tmp),
+            "live_tmp": sorted(self.live_tmp),
+            "sealed_partial": sorted(self.sealed_partial),
+            "live_open": sorted(self.live_open),
+            "marked_lost": sorted(self.marked_lost),
+            "refused": sorted(self.refused),
+        }
+
+    @property
+    def changed(self) -> bool:
+        """Whether the pass removed or recorded anything."""
+        return bool(self.removed_tmp or self.sealed_partial or self.marked_lost)
+
+
+def recover_artifacts(session: Session) -> ArtifactRecoveryReport:
+    """Run the recovery pass on `session` (see the module docstring)."""
+    report = ArtifactRecoveryReport()
+    with session.lock:
+        dir_fd = open_private_dir(
+            session.fs,
+            TOOL_RESULTS_DIR,
+            dir_fd=session.dir_fd,
+            what="tool-results directory",
+        )
+        try:
+            _Pass(session, dir_fd, report).run()
+        finally:
+            session.fs.close(dir_fd)
+    return report
+
+
+class _Pass:
+    def __init__(
+        self, session: Session, dir_fd: int, report: ArtifactRecoveryReport
+    ) -> None:
+        self.session = session
+        self.fs: FileSystem = session.fs
+        self.store: SessionStore = session.store
+        self.dir_fd = dir_fd
+        self.report = report
+
+    def run(self) -> None:
+        removed = False
+        for name in sorted(self.fs.listdir(self.dir_fd)):
+            if name.startswith(TMP_PREFIX):
+                removed = self.remove_stale_tmp(name) or removed
+        if removed:
+            self.fs.fsync(self.dir_fd)
+        for filename in sorted(artifact_filenames(self.store), key=_number):
+            artifact = self.store.get_artifact(filename)
+            if artifact is None:
+                continue
+            state = artifact.artifact_state
+            if state is ArtifactState.OPEN:
+                self.recover_open(filename)
+            elif state in _STORED_STATES and self.vanished(filename):
+                self.mark_lost(filename)
+
+    # tmp files ----------------------------------------------------------------
+
+    def remove_stale_tmp(self, name: str) -> bool:
+        fd = self.open_ours(name)
+        if fd is None:
+            return False
+        try:
+            if not self.try_flock(fd):
+                self.report.live_tmp.append(name)
+                return False
+            # Unlink while holding the flock: a writer that created the file and
+            # flocks it after us sees its name gone and starts again.
+            self.fs.unlink(name, dir_fd=self.dir_fd)
+        finally:
+            self.fs.close(fd)
+        self.report.removed_tmp.append(name)
+        return True
+
+    # artifacts ----------------------------------------------------------------
+
+    def recover_open(self, filename: str) -> None:
+        try:
+            fd = self.open_ours(filename)
+        except FileNotFoundError:
+            self.mark_lost(filename)
+            return
+        if fd is None:
+            return
+        try:
+            if not self.try_flock(fd):
+                self.report.live_open.append(filename)
+                return
+            self.seal_partial(filename, fd)
+        finally:
+            self.fs.close(fd)
+
+    def seal_partial(self, filename: str, fd: int) -> None:
+        content, first_line = hash_open_file(self.fs, fd)
+        summary = summary_for(content, first_line)
+
+        def attempt() -> bool:
+            artifact = self.store.get_artifact(filename)
+            if artifact is None or artifact.artifact_state is not ArtifactState.OPEN:
+                return False  # sealed by its writer meanwhile
+            artifact.seal_partial(
+                content, summary=summary, sealed_at=self.session.clock.now()
+            )
+            self.store.save_aggregates(artifact)
+            return True
+
+        if retrying(attempt):
+            self.report.sealed_partial.append(filename)
+
+    def vanished(self, filename: str) -> bool:
+        try:
+            self.fs.lstat(filename, dir_fd=self.dir_fd)
+        except FileNotFoundError:
+            return True
+        return False
+
+    def mark_lost(self, filename: str) -> None:
+        def attempt() -> bool:
+            artifact = self.store.get_artifact(filename)
+            if artifact is None or artifact.artifact_state not in (
+                _STORED_STATES | {ArtifactState.OPEN}
+            ):
+                return False
+            if not self.vanished(filename):
+                return False  # put back meanwhile (GC restore)
+            artifact.mark_lost(detected_at=self.session.clock.now())
+            self.store.save_aggregates(artifact)
+            return True
+
+        if retrying(attempt):
+            self.report.marked_lost.append(filename)
+
+    # helpers ------------------------------------------------------------------
+
+    def open_ours(self, name: str) -> int | None:
+        """Open per A4; None (reported refused) unless a private regular file."""
+        try:
+            fd = self.fs.open(name, READ_FLAGS, dir_fd=self.dir_fd)
+        except FileNotFoundError:
+            if name.startswith(TMP_PREFIX):
+                return None  # its writer finished meanwhile
+            raise
+        except OSError as error:
+            if error.errno in {errno.ELOOP, errno.EACCES, errno.EPERM}:
+                self.report.refused.append(name)
+                return None
+            raise
+        try:
+            check_private(self.fs, fd, name, directory=False)
+        except ArtifactAccessError:
+            self.fs.close(fd)
+            self.report.refused.append(name)
+            return None
+        except BaseException:
+            self.fs.close(fd)
+            raise
+        return fd
+
+    def try_flock(self, fd: int) -> bool:
+        try:
+            self.fs.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+
+def artifact_filenames(store: SessionStore) -> Iterator[str]:
+    """Yield the filename of every artifact the store has a creation event for."""
+    for notification in store.notifications():
+        if notification.topic not in ARTIFACT_CREATED_TOPICS:
+            continue
+        try:
+            event = store.mapper.to_domain_event(notification)
+        except PersistenceError as error:
+            msg = f"event store failure: {error}"
+            raise ArtifactLeaseJournalError(msg) from error
+        filename = getattr(event, "filename", None)
+        if isinstance(filename, str):
+            yield filename
+
+
+def _number(filename: str) -> int:
+    return artifact_number(filename) or 0
+
+
+__all__ = ["ArtifactRecoveryReport", "artifact_filenames", "recover_artifacts"]

@@ -1,0 +1,913 @@
+"""The local artifact store: storing, publishing, streaming, handles (S2, A1-A4)."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from spillvault.adapters.artifact_store import (
+    TMP_PREFIX,
+    ContentHasher,
+    LocalArtifactStore,
+)
+from spillvault.adapters.fs import OsFileSystem
+from spillvault.adapters.session import open_session
+from spillvault.domain.artifact import Artifact
+from spillvault.domain.constants import CHUNK_SIZE
+from spillvault.domain.errors import ArtifactAccessError, ArtifactLeaseJournalError
+
+from support.fakes import FakeClock
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from spillvault.adapters.session import Session
+
+MiB = CHUNK_SIZE
+
+
+# helpers ---------------------------------------------------------------------
+
+
+class FaultyFS(OsFileSystem):
+    """The real seam, with an errno injected into one operation once armed."""
+
+    def __init__(self) -> None:
+        self.faults: dict[str, list[int]] = {}
+        self.partial_write: int | None = None
+
+    def arm(self, operation: str, err: int, *, after: int = 0) -> None:
+        """Fail `operation` with `err` after `after` successful calls."""
+        self.faults[operation] = [after, err]
+
+    def disarm(self) -> None:
+        self.faults.clear()
+
+    def _check(self, operation: str) -> None:
+        fault = self.faults.get(operation)
+        if fault is None:
+            return
+        if fault[0] > 0:
+            fault[0] -= 1
+            return
+        raise OSError(fault[1], os.strerror(fault[1]))
+
+    def write(self, fd: int, data: bytes) -> int:  # type: ignore[override]
+        fault = self.faults.get("write")
+        if fault is not None and fault[0] == 0 and self.partial_write is not None:
+            # A short write first (some bytes land), then the error.
+            size, self.partial_write = self.partial_write, None
+            return os.write(fd, data[:size])
+        self._check("write")
+        return os.write(fd, data)
+
+    def fsync(self, fd: int) -> None:  # type: ignore[override]
+        self._check("fsync")
+        os.fsync(fd)
+
+    def link(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        self._check("link")
+        OsFileSystem.link(*args, **kwargs)
+
+
+def expected(data: bytes) -> dict[str, Any]:
+    """The facts S2.3/S2.5 demand, computed independently of the store."""
+    chunks = [data[i : i + MiB] for i in range(0, len(data), MiB)]
+    lines = 0 if not data else data.count(b"\n") + (not data.endswith(b"\n"))
+    return {
+        "content_sha256": hashlib.sha256(data).hexdigest(),
+        "size_bytes": len(data),
+        "line_count": lines,
+        "chunk_sha256": [hashlib.sha256(c).hexdigest() for c in chunks],
+        "chunk_newlines": [c.count(b"\n") for c in chunks],
+    }
+
+
+def pieces(data: bytes, size: int) -> Iterator[bytes]:
+    for i in range(0, len(data), size):
+        yield data[i : i + size]
+
+
+def results(session_dir: Path) -> list[str]:
+    return sorted(os.listdir(session_dir / "tool-results"))
+
+
+def artifact_events(session: Session) -> list[str]:
+    return [
+        note.topic
+        for note in session.store.notifications()
+        if note.topic.startswith("spillvault:Artifact.")
+    ]
+
+
+def read_fd(fd: int) -> bytes:
+    parts = []
+    while chunk := os.read(fd, MiB):
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+@pytest.fixture
+def session(session_dir: Path) -> Iterator[Session]:
+    with open_session(session_dir, event_store="memory", clock=FakeClock()) as opened:
+        yield opened
+
+
+@pytest.fixture
+def store(session: Session) -> Iterator[LocalArtifactStore]:
+    with LocalArtifactStore(session) as opened:
+        yield opened
+
+
+# round trip ------------------------------------------------------------------
+
+PAYLOADS = {
+    "empty": b"",
+    "no_trailing_newline": b"first\nsecond",
+    "trailing_newline": b"first\nsecond\n",
+    "non_utf8": b"\xff\xfe\x80 caf\xe9\r\n\x00\xc3(\n\xe2\x80\xa8tail",
+    "exactly_1_mib": (b"0123456789abcde\n" * (MiB // 16)),
+    "1_mib_plus_1": (b"0123456789abcde\n" * (MiB // 16)) + b"!",
+    "newline_on_boundary": b"x" * (MiB - 1) + b"\n" + b"y" * 5,
+}
+
+
+@pytest.mark.parametrize("piece_size", [7, 65536 + 3, 4 * MiB])
+@pytest.mark.parametrize("name", sorted(PAYLOADS))
+def test_bytes_round_trip_exactly(
+    store: LocalArtifactStore, session_dir: Path, name: str, piece_size: int
+) -> None:
+    data = PAYLOADS[name]
+    if piece_size == 7 and len(data) > 4096:
+        piece_size = 4093  # same odd boundaries, fewer calls
+    artifact = store.store(
+        pieces(data, piece_size), source_tool="bash", tool_use_id="tu-1"
+    )
+    assert artifact.filename == "tool_result_001.txt"
+    assert artifact.state == "sealed"
+    assert artifact.content == expected(data)
+    assert artifact.tool_use_id == "tu-1"
+    assert artifact.source_tool == "bash"
+    assert (session_dir / "tool-results" / artifact.filename).read_bytes() == data
+    fd = store.open_for_read(store.handle_for(artifact.filename))
+    try:
+        assert read_fd(fd) == data
+    finally:
+        os.close(fd)
+    assert results(session_dir) == ["tool_result_001.txt"]  # no tmp left
+    recorded = store.session.store.get_artifact(artifact.filename)
+    assert recorded is not None
+    assert recorded.content == expected(data)
+
+
+def test_hasher_agrees_whatever_the_piece_boundaries() -> None:
+    data = PAYLOADS["non_utf8"] * 50_000 + b"end"
+    for size in (1, 3, 4096, MiB - 1, MiB, MiB + 1, len(data)):
+        hasher = ContentHasher()
+        for piece in pieces(data, size) if size > 1 else [data[:1], data[1:]]:
+            hasher.update(piece)
+        content, first = hasher.finish()
+        assert content.to_payload() == expected(data), size
+        assert first == "\ufffd\ufffd\ufffd caf\ufffd", size
+
+
+def test_event_records_flags_source_id_and_a_bounded_summary(
+    store: LocalArtifactStore, session: Session
+) -> None:
+    data = b"\n   \n\x00\t\n" + b"Traceback: " + b"z" * 5000 + b"\nmore\n"
+    artifact = store.store([data], source_tool="pytest", is_error=True)
+    assert artifact.is_error is True
+    assert artifact.summary.startswith("Traceback: zzz")
+    assert len(artifact.summary) <= 240
+    assert artifact.summary.endswith(f"(5 lines, {len(data)} bytes)")
+    digest = hashlib.sha256(data).hexdigest()
+    assert artifact.source_id(session.session_id) == (
+        f"artifact:session-a:tool_result_001.txt:{digest[:12]}"
+    )
+    assert artifact.created_at == "2026-01-01T00:00:00+00:00"
+
+
+def test_first_line_after_a_huge_blank_prefix_still_summarises(
+    store: LocalArtifactStore,
+) -> None:
+    data = b" " * (3 * MiB) + b"real start\n"
+    artifact = store.store(pieces(data, 1000), source_tool="bash")
+    assert artifact.summary.startswith("real start (1 lines")
+
+
+def test_caller_summary_is_used_and_validated_before_any_file(
+    store: LocalArtifactStore, session: Session, session_dir: Path
+) -> None:
+    consumed: list[bytes] = []
+
+    def chunks() -> Iterator[bytes]:
+        consumed.append(b"x")
+        yield b"x"
+
+    for bad in ("", "   ", "s" * 241):
+        with pytest.raises(ValueError, match="summary"):
+            store.store(chunks(), source_tool="bash", summary=bad)
+    assert consumed == []
+    assert results(session_dir) == []
+    assert artifact_events(session) == []
+    artifact = store.store([b"data"], source_tool="bash", summary="my summary")
+    assert artifact.summary == "my summary"
+
+
+def test_key_line_scanner_sees_every_chunk_in_order(store: LocalArtifactStore) -> None:
+    class Scanner:
+        def __init__(self) -> None:
+            self.seen: list[bytes] = []
+
+        def feed(self, chunk: bytes) -> None:
+            self.seen.append(chunk)
+
+    scanner = Scanner()
+    data = b"line\n" * 1000
+    store.store(pieces(data, 333), source_tool="bash", key_line_scanner=scanner)
+    assert b"".join(scanner.seen) == data
+    assert len(scanner.seen) == -(-len(data) // 333)
+
+
+def test_non_bytes_chunks_are_refused_and_leave_nothing(
+    store: LocalArtifactStore, session: Session, session_dir: Path
+) -> None:
+    with pytest.raises(TypeError, match="bytes"):
+        store.store([b"ok", "text"], source_tool="bash")  # type: ignore[list-item]
+    assert results(session_dir) == []
+    assert artifact_events(session) == []
+
+
+def test_reference_for_a_stored_artifact(store: LocalArtifactStore) -> None:
+    artifact = store.store([b"hello\n"], source_tool="grep")
+    reference = store.reference_for(artifact)
+    digest = hashlib.sha256(b"hello\n").hexdigest()
+    assert reference.path == f"{store.tool_results_dir}/tool_result_001.txt"
+    assert reference.content_sha256 == digest
+    assert reference.size_bytes == 6
+    assert reference.source_tool == "grep"
+    assert reference.summary == artifact.summary
+    assert reference.source.source_id.endswith(digest[:12])
+    assert reference.source.captured_at == artifact.created_at
+    assert "grep" in reference.source.title
+    with store.open_stream("bash") as stream, pytest.raises(ValueError, match="open"):
+        store.reference_for(stream.artifact)
+
+
+def test_hint_names_the_handle_and_how_to_page(store: LocalArtifactStore) -> None:
+    handle = store.handle_for(store.store([b"x"], source_tool="bash").filename)
+    hint = store.hint(handle)
+    assert json.dumps(handle) in hint
+    assert "offset=N" in hint
+    assert len(store.longest_handle()) >= len(handle)
+    assert len(store.hint(store.longest_handle())) >= len(hint)
+    with pytest.raises(ArtifactAccessError):
+        store.hint("/etc/passwd")
+
+
+# numbering (S2.2) ------------------------------------------------------------
+
+
+def test_numbers_are_never_reused_after_a_file_is_deleted(
+    store: LocalArtifactStore, session_dir: Path
+) -> None:
+    names = [store.store([b"a"], source_tool="t").filename for _ in range(3)]
+    assert names == [f"tool_result_00{n}.txt" for n in (1, 2, 3)]
+    for name in names:
+        (session_dir / "tool-results" / name).unlink()
+    assert store.store([b"b"], source_tool="t").filename == "tool_result_004.txt"
+
+
+def test_two_stores_on_one_session_never_share_a_number(session: Session) -> None:
+    with LocalArtifactStore(session) as first, LocalArtifactStore(session) as second:
+        names: list[str] = []
+        lock = threading.Lock()
+
+        def work(store: LocalArtifactStore) -> None:
+            for _ in range(5):
+                name = store.store([b"x"], source_tool="t").filename
+                with lock:
+                    names.append(name)
+            with store.open_stream("t") as stream:
+                stream.write(b"y")
+            with lock:
+                names.append(stream.filename)
+
+        threads = [threading.Thread(target=work, args=(s,)) for s in (first, second)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert len(names) == 12
+    assert len(set(names)) == 12
+
+
+def test_numbers_survive_reopening_and_stay_above_names_present(
+    session_dir: Path,
+) -> None:
+    with open_session(session_dir) as first, LocalArtifactStore(first) as store:
+        assert store.store([b"a"], source_tool="t").filename == "tool_result_001.txt"
+    (session_dir / "tool-results" / "tool_result_001.txt").unlink()
+    with open_session(session_dir) as again, LocalArtifactStore(again) as store:
+        assert store.store([b"b"], source_tool="t").filename == "tool_result_002.txt"
+        planted = session_dir / "tool-results" / "tool_result_1000.txt"
+        planted.write_bytes(b"someone else's")
+        planted.chmod(0o600)
+        assert store.store([b"c"], source_tool="t").filename == "tool_result_1001.txt"
+        assert planted.read_bytes() == b"someone else's"
+
+
+# symlinks (A1-A3) ------------------------------------------------------------
+
+
+def test_a_symlink_planted_at_the_next_name_is_skipped(
+    store: LocalArtifactStore, tmp_path: Path, session_dir: Path
+) -> None:
+    victim = tmp_path / "victim"
+    (session_dir / "tool-results" / "tool_result_001.txt").symlink_to(victim)
+    artifact = store.store([b"secret"], source_tool="t")
+    assert artifact.filename == "tool_result_002.txt"
+    assert not victim.exists()
+
+
+class PlantOnPublish(FaultyFS):
+    """Plants a symlink at the name being published, just before `link`/`open`."""
+
+    def __init__(self, victim: Path) -> None:
+        super().__init__()
+        self.victim = victim
+        self.planted: list[str] = []
+        self.dir_fd: int | None = None
+        self.eexist = 0
+
+    def _plant(self, name: str, dir_fd: int | None) -> None:
+        if self.dir_fd is not None and not self.planted and name.startswith("tool_"):
+            os.symlink(self.victim, name, dir_fd=dir_fd)
+            self.planted.append(name)
+
+    def link(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        self._plant(args[1], kwargs["dst_dir_fd"])
+        try:
+            OsFileSystem.link(*args, **kwargs)
+        except FileExistsError:
+            self.eexist += 1
+            raise
+
+    def open(  # type: ignore[override]
+        self, path: str, flags: int, mode: int = 0o777, *, dir_fd: int | None = None
+    ) -> int:
+        if flags & os.O_CREAT:
+            self._plant(path, dir_fd)
+        try:
+            return os.open(path, flags, mode, dir_fd=dir_fd)
+        except FileExistsError:
+            self.eexist += 1
+            raise
+
+
+@pytest.mark.parametrize("how", ["store", "stream"])
+def test_a_symlink_raced_in_at_publish_time_costs_one_number(
+    session_dir: Path, tmp_path: Path, how: str
+) -> None:
+    victim = tmp_path / "victim"
+    fs = PlantOnPublish(victim)
+    with (
+        open_session(session_dir, event_store="memory", fs=fs) as session,
+        LocalArtifactStore(session) as store,
+    ):
+        fs.dir_fd = store.dir_fd
+        if how == "store":
+            artifact = store.store([b"secret"], source_tool="t")
+        else:
+            with store.open_stream("t") as stream:
+                stream.write(b"secret")
+            artifact = stream.artifact
+    assert fs.planted == ["tool_result_001.txt"]
+    assert fs.eexist == 1
+    assert artifact.filename == "tool_result_002.txt"
+    assert not victim.exists()
+    link = session_dir / "tool-results" / "tool_result_001.txt"
+    assert link.is_symlink()
+    assert os.readlink(link) == str(victim)
+    assert (session_dir / "tool-results" / "tool_result_002.txt").read_bytes() == (
+        b"secret"
+    )
+
+
+def test_a_symlinked_tool_results_dir_is_refused(
+    session_dir: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir(mode=0o700)
+    with open_session(session_dir, event_store="memory") as session:
+        (session_dir / "tool-results").rename(session_dir / "moved")
+        (session_dir / "tool-results").symlink_to(outside)
+        with pytest.raises(ArtifactAccessError, match="symlink"):
+            LocalArtifactStore(session)
+    with pytest.raises(ArtifactAccessError, match="symlink"):
+        open_session(session_dir, event_store="memory")
+    assert list(outside.iterdir()) == []
+
+
+def test_a_dir_swapped_for_a_symlink_after_opening_is_not_followed(
+    session_dir: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir(mode=0o700)
+    with (
+        open_session(session_dir, event_store="memory") as session,
+        LocalArtifactStore(session) as store,
+    ):
+        (session_dir / "tool-results").rename(session_dir / "moved")
+        (session_dir / "tool-results").symlink_to(outside)
+        store.store([b"x"], source_tool="t")
+    assert list(outside.iterdir()) == []
+    assert sorted(os.listdir(session_dir / "moved")) == ["tool_result_001.txt"]
+
+
+class RecoveryWinsTheRace(OsFileSystem):
+    """Removes the first tmp between its creation and its writer's flock."""
+
+    def __init__(self) -> None:
+        self.created: list[tuple[str, int | None]] = []
+        self.stolen: list[str] = []
+
+    def open(  # type: ignore[override]
+        self, path: str, flags: int, mode: int = 0o777, *, dir_fd: int | None = None
+    ) -> int:
+        fd = os.open(path, flags, mode, dir_fd=dir_fd)
+        if flags & os.O_CREAT and path.startswith(TMP_PREFIX):
+            self.created.append((path, dir_fd))
+        return fd
+
+    def flock(self, fd: int, operation: int) -> None:  # type: ignore[override]
+        if operation == fcntl.LOCK_EX and self.created and not self.stolen:
+            name, dir_fd = self.created[-1]
+            os.unlink(name, dir_fd=dir_fd)  # as a recovery pass holding it would
+            self.stolen.append(name)
+        fcntl.flock(fd, operation)
+
+
+def test_a_tmp_removed_before_its_writer_locks_it_is_replaced(
+    session_dir: Path,
+) -> None:
+    fs = RecoveryWinsTheRace()
+    with (
+        open_session(session_dir, event_store="memory", fs=fs) as session,
+        LocalArtifactStore(session) as store,
+    ):
+        artifact = store.store([b"data"], source_tool="t")
+    assert len(fs.stolen) == 1
+    assert [name for name, _ in fs.created] == [fs.stolen[0], fs.created[1][0]]
+    assert results(session_dir) == [artifact.filename]
+    assert (session_dir / "tool-results" / artifact.filename).read_bytes() == b"data"
+
+
+# permissions (S2.1) ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("umask", [0o000, 0o077])
+def test_files_are_0600_and_dirs_0700_whatever_the_umask(
+    session_dir: Path, umask: int
+) -> None:
+    seen_tmp: list[tuple[int, bool]] = []
+
+    class Spy:
+        def feed(self, chunk: bytes) -> None:
+            tool_results = session_dir / "tool-results"
+            for name in os.listdir(tool_results):
+                if name.startswith(TMP_PREFIX):
+                    fd = os.open(tool_results / name, os.O_RDONLY)
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        locked = False
+                    except BlockingIOError:
+                        locked = True
+                    finally:
+                        os.close(fd)
+                    seen_tmp.append((mode(tool_results / name), locked))
+
+    old = os.umask(umask)
+    try:
+        with (
+            open_session(session_dir, event_store="memory") as session,
+            LocalArtifactStore(session) as store,
+        ):
+            store.store([b"a"], source_tool="t", key_line_scanner=Spy())
+            with store.open_stream("t") as stream:
+                stream.write(b"b")
+    finally:
+        os.umask(old)
+    assert seen_tmp == [(0o600, True)]  # private, and flocked while written
+    assert mode(session_dir) == 0o700
+    assert mode(session_dir / "tool-results") == 0o700
+    for name in ("tool_result_001.txt", "tool_result_002.txt"):
+        assert mode(session_dir / "tool-results" / name) == 0o600
+
+
+# hostile handles (S3.2) ------------------------------------------------------
+
+
+def test_own_handles_resolve_to_their_filename(store: LocalArtifactStore) -> None:
+    name = store.store([b"x"], source_tool="t").filename
+    handle = store.handle_for(name)
+    assert handle == os.path.join(store.session.path, "tool-results", name)
+    assert store.resolve(handle) == name
+    fd = store.open_for_read(name)  # a bare canonical filename works too
+    os.close(fd)
+
+
+def test_hostile_handles_are_refused(
+    store: LocalArtifactStore, session_dir: Path, tmp_path: Path
+) -> None:
+    name = store.store([b"secret"], source_tool="t").filename
+    handle = store.handle_for(name)
+    base = store.tool_results_dir
+    with (
+        open_session(tmp_path / "session-b", event_store="memory") as other,
+        LocalArtifactStore(other) as other_store,
+    ):
+        other_handle = other_store.handle_for(
+            other_store.store([b"b"], source_tool="t").filename
+        )
+    outside_link = tmp_path / "link.txt"
+    outside_link.symlink_to(session_dir / "tool-results" / name)
+    hostile = [
+        f"{base}/../tool-results/{name}",
+        f"{base}/./{name}",
+        f"{base}//{name}",
+        f"{base}/{name}/",
+        f"{os.path.dirname(base)}/session.json",
+        f"{base}/.tmp-abc",
+        "/etc/passwd",
+        f"../session-a/tool-results/{name}",
+        f"tool-results/{name}",
+        handle + "\x00",
+        handle.replace("tool_result", "tool_result\x00"),
+        other_handle,
+        str(outside_link),
+        f"{base}/tool_result_1.txt",
+        f"{base}/tool_result_0001.txt",
+        f"{base}/tool_result_000.txt",
+        f"{base}/TOOL_RESULT_001.txt",
+        f"{base}/tool_result_001.txt.bak",
+        f"{base}/tool_result_001.txt ",
+        "",
+    ]
+    for bad in hostile:
+        with pytest.raises(ArtifactAccessError):
+            store.resolve(bad)
+        with pytest.raises(ArtifactAccessError):
+            store.open_for_read(bad)
+        with pytest.raises(ArtifactAccessError):
+            store.hint(bad)
+    for bare in ("tool_result_1.txt", ".tmp-x", "session.json", "..", "x\x00"):
+        with pytest.raises(ArtifactAccessError):
+            store.open_for_read(bare)
+    for not_a_string in (b"tool_result_001.txt", None, 1):
+        with pytest.raises(ArtifactAccessError):
+            store.resolve(not_a_string)  # type: ignore[arg-type]
+        with pytest.raises(ArtifactAccessError):
+            store.open_for_read(not_a_string)  # type: ignore[arg-type]
+
+
+def test_symlinks_fifos_and_loose_files_at_artifact_names_are_refused(
+    store: LocalArtifactStore, session_dir: Path
+) -> None:
+    name = store.store([b"secret"], source_tool="t").filename
+    tool_results = session_dir / "tool-results"
+    (tool_results / "tool_result_007.txt").symlink_to(tool_results / name)
+    os.mkfifo(tool_results / "tool_result_008.txt", 0o600)
+    loose = tool_results / "tool_result_009.txt"
+    loose.write_bytes(b"x")
+    loose.chmod(0o644)
+    for bad in ("tool_result_007.txt", "tool_result_008.txt"):
+        with pytest.raises(ArtifactAccessError):
+            store.resolve(store.handle_for(bad))
+    outcome: list[BaseException] = []
+
+    def open_all() -> None:
+        for bad in ("tool_result_007.txt", "tool_result_008.txt", loose.name):
+            try:
+                store.open_for_read(store.handle_for(bad))
+            except BaseException as error:
+                outcome.append(error)
+
+    opener = threading.Thread(target=open_all, daemon=True)
+    opener.start()
+    opener.join(5)
+    assert not opener.is_alive(), "opening a FIFO blocked"
+    assert [type(e) for e in outcome] == [ArtifactAccessError] * 3
+    assert "symlink" in str(outcome[0])
+    assert "not a regular file" in str(outcome[1])
+    assert "group or others" in str(outcome[2])
+
+
+# failures leave nothing (S1.2 rule 5) ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("operation", "err", "after"),
+    [
+        ("write", errno.ENOSPC, 1),
+        ("write", errno.EIO, 0),
+        ("fsync", errno.EIO, 0),  # the file's fsync
+        ("fsync", errno.EIO, 1),  # the directory's fsync after link
+        ("link", errno.EROFS, 0),
+    ],
+)
+def test_a_failing_seam_leaves_no_file_and_no_event(
+    session_dir: Path, operation: str, err: int, after: int
+) -> None:
+    fs = FaultyFS()
+    with (
+        open_session(session_dir, event_store="memory", fs=fs) as session,
+        LocalArtifactStore(session) as store,
+    ):
+        fs.arm(operation, err, after=after)
+        with pytest.raises(OSError) as caught:
+            store.store(pieces(b"z" * (3 * MiB), MiB), source_tool="t")
+        assert caught.value.errno == err
+        assert results(session_dir) == []
+        assert artifact_events(session) == []
+        fs.disarm()
+        artifact = store.store([b"fine"], source_tool="t")
+    assert results(session_dir) == [artifact.filename]
+
+
+def test_an_event_store_failure_unlinks_the_published_name(
+    session: Session, store: LocalArtifactStore, session_dir: Path, monkeypatch: Any
+) -> None:
+    real = session.store.save_aggregates
+
+    def failing(*aggregates: Any) -> None:
+        if any(isinstance(a, Artifact) for a in aggregates):
+            msg = "event store failure: disk I/O error"
+            raise ArtifactLeaseJournalError(msg)
+        real(*aggregates)
+
+    monkeypatch.setattr(session.store, "save_aggregates", failing)
+    with pytest.raises(ArtifactLeaseJournalError):
+        store.store([b"data"], source_tool="t")
+    with pytest.raises(ArtifactLeaseJournalError):
+        store.open_stream("t")
+    assert results(session_dir) == []
+    assert artifact_events(session) == []
+
+
+def test_a_failing_producer_leaves_nothing(
+    store: LocalArtifactStore, session: Session, session_dir: Path
+) -> None:
+    def producer() -> Iterator[bytes]:
+        yield b"a" * MiB
+        msg = "tool crashed"
+        raise RuntimeError(msg)
+
+    with pytest.raises(RuntimeError, match="tool crashed"):
+        store.store(producer(), source_tool="t")
+    assert results(session_dir) == []
+    assert artifact_events(session) == []
+
+
+def test_a_failing_stream_open_leaves_nothing(session_dir: Path) -> None:
+    fs = FaultyFS()
+    with (
+        open_session(session_dir, event_store="memory", fs=fs) as session,
+        LocalArtifactStore(session) as store,
+    ):
+        fs.arm("fsync", errno.EIO)
+        with pytest.raises(OSError, match="Input/output"):
+            store.open_stream("t")
+        assert results(session_dir) == []
+        assert artifact_events(session) == []
+
+
+# streaming (S2.4) ------------------------------------------------------------
+
+
+def test_a_stream_is_readable_while_open_and_sealed_on_close(
+    store: LocalArtifactStore, session: Session
+) -> None:
+    stream = store.open_stream("bash", tool_use_id="tu-9")
+    assert stream.filename == "tool_result_001.txt"
+    recorded = session.store.get_artifact(stream.filename)
+    assert recorded is not None
+    assert recorded.state == "open"
+    written = b""
+    for part in (b"building...\n", b"\xff\xfe raw\n", b"x" * (MiB + 5), b"done"):
+        stream.write(part)
+        written += part
+        fd = store.open_for_read(stream.handle)
+        try:
+            assert os.fstat(fd).st_size == len(written)
+            assert read_fd(fd) == written
+        finally:
+            os.close(fd)
+        assert stream.size == len(written)
+    artifact = stream.close()
+    assert artifact.state == "sealed"
+    assert artifact.content == expected(written)
+    assert artifact.summary.startswith("building... (3 lines")
+    assert artifact.tool_use_id == "tu-9"
+    assert stream.close() is artifact  # idempotent
+    with pytest.raises(ValueError, match="sealed"):
+        stream.write(b"more")
+    recorded = session.store.get_artifact(stream.filename)
+    assert recorded is not None
+    assert recorded.state == "sealed"
+    assert recorded.content == expected(written)
+
+
+def test_fail_and_an_exception_in_the_block_seal_partial(
+    store: LocalArtifactStore,
+) -> None:
+    stream = store.open_stream("t")
+    stream.write(b"half")
+    assert stream.fail().state == "partial"
+    assert stream.artifact.content == expected(b"half")
+    streams = []
+
+    def block_that_raises() -> None:
+        with store.open_stream("t") as second:
+            streams.append(second)
+            second.write(b"some\nbytes")
+            raise KeyError("boom")
+
+    with pytest.raises(KeyError):
+        block_that_raises()
+    [second] = streams
+    assert second.artifact.state == "partial"
+    assert second.artifact.content == expected(b"some\nbytes")
+
+
+def test_a_write_failure_seals_partial_over_the_bytes_on_disk(
+    session_dir: Path,
+) -> None:
+    fs = FaultyFS()
+    with (
+        open_session(session_dir, event_store="memory", fs=fs) as session,
+        LocalArtifactStore(session) as store,
+    ):
+        stream = store.open_stream("t")
+        stream.write(b"first\n")
+        fs.partial_write = 100
+        fs.arm("write", errno.ENOSPC)
+        with pytest.raises(OSError) as caught:
+            stream.write(b"y" * 5000)
+        assert caught.value.errno == errno.ENOSPC
+        on_disk = (session_dir / "tool-results" / stream.filename).read_bytes()
+        assert on_disk == b"first\n" + b"y" * 100
+        assert stream.closed
+        assert stream.artifact.state == "partial"
+        assert stream.artifact.content == expected(on_disk)
+        assert stream.close().state == "partial"
+        recorded = session.store.get_artifact(stream.filename)
+        assert recorded is not None
+        assert recorded.state == "partial"
+
+
+def test_a_failing_close_fsync_seals_partial(session_dir: Path) -> None:
+    fs = FaultyFS()
+    with (
+        open_session(session_dir, event_store="memory", fs=fs) as session,
+        LocalArtifactStore(session) as store,
+    ):
+        stream = store.open_stream("t")
+        stream.write(b"abc")
+        fs.arm("fsync", errno.EIO)
+        with pytest.raises(OSError, match="Input/output"):
+            stream.close()
+        assert stream.artifact.state == "partial"
+        assert stream.artifact.content == expected(b"abc")
+
+
+# real kernel faults (root only) ----------------------------------------------
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Path]:
+    if os.geteuid() != 0:
+        pytest.skip(
+            f"mounting a tmpfs needs root (running as uid {os.geteuid()}); "
+            "the injected-errno seam tests cover the same paths"
+        )
+    mount_point = tmp_path / "tmpfs"
+    mount_point.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(mount_point)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"running as root but mount failed: {mounted.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        done = subprocess.run(["umount", str(mount_point)], check=False)
+        if done.returncode != 0:
+            subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def test_a_full_disk_raises_enospc_and_leaves_nothing(tmpfs: Path) -> None:
+    session_dir = tmpfs / "session-a"
+    with (
+        open_session(session_dir, event_store="memory") as session,
+        LocalArtifactStore(session) as store,
+    ):
+        with pytest.raises(OSError) as caught:
+            store.store(pieces(b"q" * (2 * MiB), 64 * 1024), source_tool="t")
+        assert caught.value.errno == errno.ENOSPC
+        assert results(session_dir) == []
+        assert artifact_events(session) == []
+        # A stream that hits the full disk keeps what reached it, as partial.
+        stream = store.open_stream("t")
+
+        def write_2_mib() -> None:
+            for part in pieces(b"r\n" * MiB, 64 * 1024):
+                stream.write(part)
+
+        with pytest.raises(OSError) as caught:
+            write_2_mib()
+        assert caught.value.errno == errno.ENOSPC
+        on_disk = (session_dir / "tool-results" / stream.filename).read_bytes()
+        assert 0 < len(on_disk) < 2 * MiB
+        assert stream.artifact.state == "partial"
+        assert stream.artifact.content == expected(on_disk)
+
+
+def test_a_read_only_filesystem_raises_erofs_and_leaves_nothing(tmpfs: Path) -> None:
+    session_dir = tmpfs / "session-a"
+    with (
+        open_session(session_dir, event_store="memory") as session,
+        LocalArtifactStore(session) as store,
+    ):
+        kept = store.store([b"before\n"], source_tool="t").filename
+        subprocess.run(["mount", "-o", "remount,ro", str(tmpfs)], check=True)
+        with pytest.raises(OSError) as caught:
+            store.store([b"after\n"], source_tool="t")
+        assert caught.value.errno == errno.EROFS
+        with pytest.raises(OSError) as caught:
+            store.open_stream("t")
+        assert caught.value.errno == errno.EROFS
+        assert results(session_dir) == [kept]
+        assert artifact_events(session) == ["spillvault:Artifact.Stored"]
+
+
+# bounded memory (S2.4) -------------------------------------------------------
+
+MEMORY_PROBE = textwrap.dedent(
+    """
+    import os, sys
+    from spillvault.adapters.session import open_session
+    from spillvault.adapters.artifact_store import LocalArtifactStore
+
+    def hwm_kib():
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+        raise SystemExit("no VmHWM")
+
+    block = os.urandom(1 << 20)
+    session = open_session(sys.argv[1], event_store="memory")
+    store = LocalArtifactStore(session)
+    store.store((block for _ in range(2)), source_tool="warmup")
+    before = hwm_kib()
+    # Fresh 1 MiB objects: keeping any of them would show in the peak.
+    fresh = (block[:-1] + bytes([i]) for i in range(64))
+    artifact = store.store(fresh, source_tool="big")
+    after = hwm_kib()
+    assert artifact.content["size_bytes"] == 64 << 20
+    print(after - before)
+    """
+)
+
+
+def test_storing_64_mib_keeps_memory_bounded(session_dir: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", MEMORY_PROBE, str(session_dir)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    growth_kib = int(done.stdout.strip())
+    assert growth_kib < 16 * 1024, f"peak RSS grew by {growth_kib} KiB"
