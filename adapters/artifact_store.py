@@ -48,7 +48,7 @@ from .fs import (
     check_private,
     open_private_dir,
 )
-from .session import TOOL_RESULTS_DIR
+from .layout import TOOL_RESULTS_DIR
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

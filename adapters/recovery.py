@@ -34,7 +34,7 @@ from spillvault.domain.values import artifact_number
 from .artifact_store import TMP_PREFIX, hash_open_file, summary_for
 from .eventstore import retrying
 from .fs import READ_FLAGS, check_private, open_private_dir
-from .session import TOOL_RESULTS_DIR
+from .layout import TOOL_RESULTS_DIR
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -30,8 +30,10 @@ from .fs import (
     read_private_file,
     write_new_file,
 )
+from .layout import MARKER_NAME, QUARANTINE_DIR, TOOL_RESULTS_DIR
 from .memory_store import MemoryBackend
 from .postgres_store import DSN_SCHEMES, PostgresBackend
+from .recovery import recover_artifacts
 from .session_lock import LOCK_NAME, SessionLock, session_lock_for
 from .sqlite_store import SQLiteBackend
 
@@ -43,15 +45,13 @@ if TYPE_CHECKING:
     from .eventstore import SessionStore
     from .memory_store import MemoryBackend as _Memory
     from .postgres_store import PostgresBackend as _Postgres
+    from .recovery import ArtifactRecoveryReport
     from .sqlite_store import SQLiteBackend as _SQLite
 
     Backend = _SQLite | _Postgres | _Memory
 
-MARKER_NAME = "session.json"
 MARKER_FORMAT = "spillvault-session"
 MARKER_LIMIT = 4096
-TOOL_RESULTS_DIR = "tool-results"
-QUARANTINE_DIR = ".quarantine"
 _STORE_IDS = UUID("c2a5e0d4-6f1b-4b7e-9a3c-58d1e6f0b2a7")
 
 
@@ -69,6 +69,7 @@ class Session:
     clock: Clock
     dir_fd: int
     policy: Any = None
+    recovery: ArtifactRecoveryReport | None = field(default=None, init=False)
     closed: bool = field(default=False, init=False)
 
     def close(self) -> None:
@@ -129,7 +130,7 @@ def open_session(
     except BaseException:
         fs.close(dir_fd)
         raise
-    return Session(
+    session = Session(
         path=path,
         session_id=session_id,
         store_id=store_id,
@@ -141,6 +142,12 @@ def open_session(
         dir_fd=dir_fd,
         policy=policy,
     )
+    try:
+        session.recovery = recover_artifacts(session)
+    except BaseException:
+        session.close()
+        raise
+    return session
 
 
 def _check_event_store_argument(event_store: str | None) -> None:

@@ -59,6 +59,12 @@ def report_of(session: Session) -> dict[str, list[str]]:
     return recover_artifacts(session).to_dict()
 
 
+def opened_report(session: Session) -> dict[str, list[str]]:
+    """What the recovery pass that `open_session` runs found (S2.6)."""
+    assert session.recovery is not None
+    return session.recovery.to_dict()
+
+
 def results(session_dir: Path) -> list[str]:
     return sorted(os.listdir(session_dir / "tool-results"))
 
@@ -347,7 +353,7 @@ def test_a_store_killed_midway_leaves_a_tmp_that_recovery_removes(
     assert tmp.startswith(".tmp-")
     assert (session_dir / "tool-results" / tmp).stat().st_size > 65536
     with open_session(session_dir) as session:
-        report = report_of(session)
+        report = opened_report(session)
         assert report == {**EMPTY, "removed_tmp": [tmp]}
         assert results(session_dir) == []
         assert list(artifact_filenames(session.store)) == []
@@ -367,7 +373,7 @@ def test_a_stream_killed_midway_is_sealed_partial_by_the_next_open(
         kill(child)
     data = (session_dir / "tool-results" / name).read_bytes()
     with open_session(session_dir) as session:
-        report = report_of(session)
+        report = opened_report(session)
         assert report == {**EMPTY, "sealed_partial": [name]}
         artifact = session.store.get_artifact(name)
         assert artifact is not None
@@ -383,7 +389,7 @@ def test_a_live_writer_in_another_process_is_not_touched(session_dir: Path) -> N
         [tmp, stream_name] = results(session_dir)
         assert tmp.startswith(".tmp-")
         with open_session(session_dir) as session:
-            report = report_of(session)
+            report = opened_report(session)
             assert report == {**EMPTY, "live_tmp": [tmp], "live_open": [stream_name]}
             assert results(session_dir) == [tmp, stream_name]
             artifact = session.store.get_artifact(stream_name)
@@ -398,10 +404,20 @@ def test_a_live_writer_in_another_process_is_not_touched(session_dir: Path) -> N
             kill(child)
     assert results(session_dir) == [stream_name, "tool_result_002.txt"]
     with open_session(session_dir) as session:
-        assert report_of(session) == EMPTY
+        assert opened_report(session) == EMPTY
         stream_artifact = session.store.get_artifact(stream_name)
         stored = session.store.get_artifact("tool_result_002.txt")
         assert stream_artifact is not None
         assert stored is not None
         assert stream_artifact.state == stored.state == "sealed"
         assert stored.content == expected(b"held\n")
+
+
+def test_opening_a_session_runs_the_recovery_pass(session_dir: Path) -> None:
+    open_session(session_dir).close()
+    stale = session_dir / "tool-results" / ".tmp-0123456789abcdef"
+    stale.write_bytes(b"left by a crash")
+    stale.chmod(0o600)
+    with open_session(session_dir) as session:
+        assert opened_report(session)["removed_tmp"] == [stale.name]
+    assert not stale.exists()
