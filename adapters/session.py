@@ -92,15 +92,20 @@ class Session:
         self.close()
 
 
-def open_session(
+def open_session(  # noqa: PLR0913 - keyword-only injection points
     session_dir: str | os.PathLike[str],
     *,
     policy: Any = None,
     event_store: str | None = None,
     fs: FileSystem | None = None,
     clock: Clock | None = None,
+    recover: bool = True,
 ) -> Session:
-    """Create or open the session at `session_dir` (see the module docstring)."""
+    """Create or open the session at `session_dir` (see the module docstring).
+
+    `recover=False` skips the recovery pass (S2.6), for inspection that must
+    not change anything.
+    """
     fs = fs or OS_FILESYSTEM
     clock = clock or SYSTEM_CLOCK
     _check_event_store_argument(event_store)
@@ -143,7 +148,8 @@ def open_session(
         policy=policy,
     )
     try:
-        session.recovery = recover_artifacts(session)
+        if recover:
+            session.recovery = recover_artifacts(session)
     except BaseException:
         session.close()
         raise

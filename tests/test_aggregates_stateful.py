@@ -281,7 +281,7 @@ class AggregatesMachine(RuleBasedStateMachine):
         self.artifact_counter = 0
         self.leases: dict[str, LeaseModel] = {}
         self.artifacts: dict[str, ArtifactModel] = {}
-        self.session: Session | None = open_session(self.path)
+        self.session: Session | None = open_session(self.path, recover=False)
         assert self.store.max_position() == 1  # the store identity only
 
     # plumbing -------------------------------------------------------------
@@ -326,7 +326,7 @@ class AggregatesMachine(RuleBasedStateMachine):
         before = self.store.max_position()
         self.session.close()
         self.session = None
-        self.session = open_session(self.path)
+        self.session = open_session(self.path, recover=False)
         assert self.store.max_position() == before
         event("restart")
 

@@ -421,3 +421,13 @@ def test_opening_a_session_runs_the_recovery_pass(session_dir: Path) -> None:
     with open_session(session_dir) as session:
         assert opened_report(session)["removed_tmp"] == [stale.name]
     assert not stale.exists()
+
+
+def test_inspection_can_open_without_the_recovery_pass(session_dir: Path) -> None:
+    open_session(session_dir).close()
+    stale = session_dir / "tool-results" / ".tmp-0123456789abcdef"
+    stale.write_bytes(b"left by a crash")
+    stale.chmod(0o600)
+    with open_session(session_dir, recover=False) as session:
+        assert session.recovery is None
+    assert stale.exists()

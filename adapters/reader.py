@@ -1,0 +1,757 @@
+r"""Page faults: reading artifacts back, verified, at the cost of the page (S3).
+
+`ArtifactReader` serves `read_artifact`, `read_artifact_bytes`, `grep_artifact`
+and `read_from_disk` for one session. Every call starts afresh: the handle is
+resolved by the store (S3.2), the artifact's record is loaded from the event
+store, the file is opened per A4 and `fstat`ed, and its size is compared with
+the record. Nothing is cached across calls, so nothing can go stale silently.
+
+Verification (S3.3): the record of a sealed, partial or orphan artifact holds
+the SHA-256 and newline count of every 1 MiB chunk (S2.5). A read finds the
+chunks holding its lines from the newline counts alone (S3.4: no earlier chunk
+is read), reads each touched chunk whole, checks its digest and only then
+slices it. A read that returns the whole artifact also checks the whole-file
+digest. Any mismatch, short read or changed size raises
+`ArtifactIntegrityError` and returns nothing.
+
+Open streams (state `open`, S2.4) have no digests yet: they are readable, but
+their bytes are NOT verified and reflect the file as it was when the call
+began (later appends are ignored); `ArtifactReader.is_verified` says which
+kind a handle names. Quarantined, lost and deleted artifacts are not readable.
+
+Text is split on "\n" only and decoded with `errors="replace"`. Because "\n"
+never occurs inside a UTF-8 sequence and the decoder resynchronises at every
+byte that is not a continuation byte, decoding a line's bytes alone gives the
+same text as decoding the whole artifact and splitting it.
+
+Literal grep searches the raw bytes chunk by chunk for the encoded pattern,
+with the next chunks read and verified ahead on a thread or two (`hashlib`
+and `pread` release the GIL), and decodes only the lines that match. A regex runs
+in a separate Python process fed the verified bytes through a pipe, and is
+killed when its wall-clock limit passes (CPython's `re` holds the GIL, so a
+thread could not be stopped).
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import math
+import operator
+import os
+import subprocess
+import sys
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import suppress
+from typing import TYPE_CHECKING, Protocol, Self
+
+from spillvault.domain.constants import CHUNK_SIZE
+from spillvault.domain.enums import ArtifactState
+from spillvault.domain.errors import ArtifactAccessError, ArtifactIntegrityError
+from spillvault.domain.reading import GrepMatch, GrepResult
+from spillvault.domain.values import ArtifactReference
+
+from .fs import check_private
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import IO
+
+    from spillvault.domain.artifact import ArtifactContent
+    from spillvault.domain.ports import FileSystem
+
+    from .session import Session
+
+DEFAULT_REGEX_TIMEOUT = 5.0
+PREFETCH_DEPTH = 2
+# Read-ahead threads for scans: leave a core to the thread that searches.
+PREFETCH_WORKERS = max(1, min(2, (os.cpu_count() or 1) - 1))
+_CACHE_CHUNKS = 4
+_FAST_PATTERN_LIMIT = 4096  # longer needles take the per-line path
+_NEWLINE = b"\n"
+_SEEK_BLOCK = 16 * 1024
+_READABLE = frozenset(
+    {
+        ArtifactState.OPEN,
+        ArtifactState.SEALED,
+        ArtifactState.PARTIAL,
+        ArtifactState.ORPHAN,
+    }
+)
+
+# The regex worker: a fresh interpreter (-I -S) reading a JSON header line, then
+# the bytes to search; it prints the 0-based indices of matching lines.
+_REGEX_WORKER = r"""
+import json, re, resource, sys
+data = sys.stdin.buffer
+params = json.loads(data.readline())
+cpu = params["cpu_seconds"]  # outlives no parent: the kernel ends it
+resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+try:
+    rx = re.compile(params["pattern"])
+except (re.error, OverflowError, RecursionError, ValueError) as error:
+    sys.stderr.write(str(error))
+    sys.exit(3)
+limit = params["limit"]
+found = []
+index = -1
+ended_with_newline = True
+for index, raw in enumerate(data):
+    ended_with_newline = raw.endswith(b"\n")
+    line = raw[:-1] if ended_with_newline else raw
+    if rx.search(line.decode("utf-8", "replace")):
+        found.append(index)
+        if len(found) >= limit:
+            break
+else:
+    if ended_with_newline and rx.search(""):
+        found.append(index + 1)
+sys.stdout.write("\n".join(map(str, found)))
+"""
+
+
+class RegexTimeoutError(TimeoutError):
+    """A regex search ran past its wall-clock limit; its worker was killed."""
+
+
+class ArtifactReadPort(Protocol):
+    """What the reader needs from the artifact store (S2.7's open-for-read)."""
+
+    def resolve(self, handle: str) -> str:
+        """Return the filename a handle of this session names, else raise."""
+        ...
+
+    def open_for_read(self, handle: str) -> int:
+        """Open an artifact per A4 and return the descriptor."""
+        ...
+
+
+class ArtifactReader:
+    """Verified, page-sized reads of one session's artifacts (S3)."""
+
+    def __init__(
+        self,
+        session: Session,
+        store: ArtifactReadPort,
+        *,
+        regex_timeout: float = DEFAULT_REGEX_TIMEOUT,
+    ) -> None:
+        if not regex_timeout > 0:
+            msg = "regex_timeout must be > 0"
+            raise ValueError(msg)
+        self._session = session
+        self._store = store
+        self._fs: FileSystem = session.fs
+        self.regex_timeout = regex_timeout
+
+    # public API -------------------------------------------------------------
+
+    def read_artifact(
+        self, artifact: ArtifactReference | str, offset: int = 0, limit: int = 2000
+    ) -> str:
+        """Return line pieces `[offset, offset + limit)` joined by newlines (S3.1)."""
+        offset = _non_negative(offset, "offset")
+        limit = _non_negative(limit, "limit")
+        with self._open(artifact) as chunks:
+            span = chunks.line_span(offset, limit)
+            if span is None:
+                return ""
+            return _decode(chunks.slice(*span))
+
+    def read_from_disk(
+        self, path: str | os.PathLike[str], offset: int = 0, limit: int = 2000
+    ) -> str:
+        """Read lines of an artifact named by path, confined like S3.2."""
+        offset = _non_negative(offset, "offset")
+        limit = _non_negative(limit, "limit")
+        try:
+            handle = os.fspath(path)
+        except TypeError:
+            msg = f"path must be a string, not {type(path).__name__}"
+            raise ArtifactAccessError(msg) from None
+        if not isinstance(handle, str):
+            msg = "path must be a string, not bytes"
+            raise ArtifactAccessError(msg)
+        return self.read_artifact(handle, offset, limit)
+
+    def read_artifact_bytes(
+        self, artifact: ArtifactReference | str, start: int, end: int
+    ) -> bytes:
+        """Return the bytes `[start, end)`; `end` past the size stops at the size."""
+        start = _non_negative(start, "start")
+        end = _non_negative(end, "end")
+        if end < start:
+            msg = f"end must be >= start ({end} < {start})"
+            raise ValueError(msg)
+        with self._open(artifact) as chunks:
+            return chunks.slice(start, min(end, chunks.size))
+
+    def grep_artifact(  # noqa: PLR0913 - SPEC's signature plus the continuation
+        self,
+        artifact: ArtifactReference | str,
+        pattern: str,
+        *,
+        context: int = 0,
+        max_matches: int = 100,
+        regex: bool = False,
+        offset: int = 0,
+        regex_timeout: float | None = None,
+    ) -> GrepResult:
+        """Find lines containing `pattern` (a literal unless `regex`), in order.
+
+        `offset` skips that many lines first (0-based, as in `read_artifact`);
+        a truncated result's `resume_from` is the offset of the next match, so
+        `grep_artifact(..., offset=result.resume_from)` continues the search.
+        Context lines may come from before `offset`.
+        """
+        if not isinstance(pattern, str):
+            msg = f"pattern must be a string, not {type(pattern).__name__}"
+            raise ValueError(msg)  # noqa: TRY004 - SPEC: invalid arguments are ValueError
+        context = _non_negative(context, "context")
+        max_matches = _non_negative(max_matches, "max_matches")
+        offset = _non_negative(offset, "offset")
+        timeout = self.regex_timeout if regex_timeout is None else regex_timeout
+        if regex and not timeout > 0:
+            msg = "regex_timeout must be > 0"
+            raise ValueError(msg)
+        with self._open(artifact, prefetch=True) as chunks:
+            search = _Search(chunks, context, max_matches)
+            if regex:
+                lines = _regex_lines(chunks, pattern, offset, max_matches + 1, timeout)
+                return search.from_line_numbers(lines)
+            if "\n" in pattern:
+                return GrepResult((), truncated=False)
+            needle = _fast_needle(pattern)
+            if needle is not None:
+                return search.literal(needle, offset)
+            return search.by_line(offset, lambda line: pattern in line)
+
+    def is_verified(self, artifact: ArtifactReference | str) -> bool:
+        """Say whether reads of this artifact are digest-verified (not `open`)."""
+        with self._open(artifact) as chunks:
+            return chunks.content is not None
+
+    # plumbing ---------------------------------------------------------------
+
+    def _open(
+        self, artifact: ArtifactReference | str, *, prefetch: bool = False
+    ) -> _Chunks:
+        reference = artifact if isinstance(artifact, ArtifactReference) else None
+        handle = artifact.path if isinstance(artifact, ArtifactReference) else artifact
+        if not isinstance(handle, str):
+            kind = type(handle).__name__
+            msg = f"artifact must be an ArtifactReference or a handle, not {kind}"
+            raise ArtifactAccessError(msg)
+        filename = self._store.resolve(handle)
+        record = self._session.store.get_artifact(filename)
+        if record is None:
+            msg = f"{filename} is not a recorded artifact of this session"
+            raise ArtifactAccessError(msg)
+        if record.state not in _READABLE:
+            msg = f"{filename} is {record.state}: not readable"
+            raise ArtifactAccessError(msg)
+        content = record.stored_content
+        if reference is not None:
+            _check_reference(filename, reference, content)
+        try:
+            fd = self._store.open_for_read(filename)
+        except FileNotFoundError:
+            msg = f"{filename} is missing from the session directory"
+            raise ArtifactIntegrityError(msg) from None
+        try:
+            check_private(self._fs, fd, filename, directory=False)
+            size = self._fs.fstat(fd).st_size
+            if content is not None and size != content.size_bytes:
+                msg = (
+                    f"size mismatch: {filename} has {size} bytes, "
+                    f"{content.size_bytes} recorded"
+                )
+                raise ArtifactIntegrityError(msg)
+            return _Chunks(self._fs, fd, filename, size, content, prefetch=prefetch)
+        except BaseException:
+            self._fs.close(fd)
+            raise
+
+
+def _non_negative(value: int, name: str) -> int:
+    if isinstance(value, bool):
+        msg = f"{name} must be an integer, not bool"
+        raise TypeError(msg)
+    number = operator.index(value)
+    if number < 0:
+        msg = f"{name} must be >= 0"
+        raise ValueError(msg)
+    return number
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def _check_reference(
+    filename: str, reference: ArtifactReference, content: ArtifactContent | None
+) -> None:
+    if content is None:
+        msg = f"digest mismatch: {filename} is still open, the reference names a seal"
+        raise ArtifactIntegrityError(msg)
+    if reference.content_sha256 != content.content_sha256:
+        msg = (
+            f"digest mismatch: the reference names {reference.content_sha256[:12]}…, "
+            f"{filename} is {content.content_sha256[:12]}…"
+        )
+        raise ArtifactIntegrityError(msg)
+    if reference.size_bytes != content.size_bytes:
+        msg = (
+            f"size mismatch: the reference names {reference.size_bytes} bytes, "
+            f"{filename} has {content.size_bytes}"
+        )
+        raise ArtifactIntegrityError(msg)
+
+
+class _Chunks:
+    """One call's view of one open artifact: verified chunks and line geometry.
+
+    Chunk `c` covers bytes `[c * CHUNK_SIZE, (c + 1) * CHUNK_SIZE)`. `get(c)`
+    returns its bytes only after checking them against the recorded digest.
+    A few chunks stay in memory for the length of the call, never longer.
+    """
+
+    def __init__(  # noqa: PLR0913 - the facts of one open file
+        self,
+        fs: FileSystem,
+        fd: int,
+        filename: str,
+        size: int,
+        content: ArtifactContent | None,
+        *,
+        prefetch: bool = False,
+    ) -> None:
+        self.fs = fs
+        self.fd = fd
+        self.filename = filename
+        self.size = size
+        self.content = content
+        self.count = -(-size // CHUNK_SIZE)
+        self._cache: dict[int, bytes] = {}
+        self._pending: dict[int, Future[bytes]] = {}
+        self._pool = ThreadPoolExecutor(PREFETCH_WORKERS) if prefetch else None
+        # newlines before chunk i, for the chunks counted so far: all of them
+        # from the record; an open stream's are counted (unverified) on demand
+        self._prefix = [0]
+        if content is not None:
+            for count in content.chunk_newlines:
+                self._prefix.append(self._prefix[-1] + count)
+        self._memo = (-1, 0, 0)  # chunk, offset in it, newlines before that point
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the read-ahead (waiting for reads in flight), then close the fd."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pending.clear()
+        self._cache.clear()
+        self.fs.close(self.fd)
+
+    # chunks -----------------------------------------------------------------
+
+    def load(self, index: int) -> bytes:
+        """Read chunk `index` whole and verify it (safe on any thread)."""
+        base = index * CHUNK_SIZE
+        want = min(CHUNK_SIZE, self.size - base)
+        parts: list[bytes] = []
+        got = 0
+        while got < want:
+            part = self.fs.pread(self.fd, want - got, base + got)
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        if got != want:
+            msg = f"size mismatch: {self.filename} shrank while reading chunk {index}"
+            raise ArtifactIntegrityError(msg)
+        if self.content is not None:
+            digest = hashlib.sha256(data).hexdigest()
+            if digest != self.content.chunk_sha256[index]:
+                msg = f"digest mismatch in chunk {index} of {self.filename}"
+                raise ArtifactIntegrityError(msg)
+        return data
+
+    def prefetch(self, first: int) -> None:
+        """Start reading and verifying the chunks after `first - 1` ahead."""
+        if self._pool is None:
+            return
+        for index in range(first, min(first + PREFETCH_DEPTH, self.count)):
+            if index not in self._cache and index not in self._pending:
+                self._pending[index] = self._pool.submit(self.load, index)
+
+    def get(self, index: int) -> bytes:
+        """Return chunk `index`, verified."""
+        data = self._cache.get(index)
+        if data is not None:
+            return data
+        future = self._pending.pop(index, None)
+        data = future.result() if future is not None else self.load(index)
+        if len(self._cache) >= _CACHE_CHUNKS:
+            del self._cache[next(iter(self._cache))]
+        self._cache[index] = data
+        return data
+
+    def slice(self, start: int, end: int) -> bytes:
+        """Return the verified bytes `[start, end)` (reading all checks the file)."""
+        if start >= end:
+            return b""
+        first, last = start // CHUNK_SIZE, (end - 1) // CHUNK_SIZE
+        whole = (
+            hashlib.sha256()
+            if self.content is not None and start == 0 and end == self.size
+            else None
+        )
+        parts = []
+        for index in range(first, last + 1):
+            data = self.get(index)
+            if whole is not None and self.count > 1:
+                whole.update(data)
+            base = index * CHUNK_SIZE
+            parts.append(data[max(start - base, 0) : end - base])
+        if whole is not None and self.content is not None:
+            digest = (
+                whole.hexdigest() if self.count > 1 else self.content.chunk_sha256[0]
+            )
+            if digest != self.content.content_sha256:
+                msg = f"digest mismatch: {self.filename} read whole"
+                raise ArtifactIntegrityError(msg)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    # lines ------------------------------------------------------------------
+
+    def _count_through(self, index: int) -> list[int]:
+        """Return the prefix sums, known at least up to chunk `index`."""
+        prefix = self._prefix
+        while len(prefix) <= index:
+            prefix.append(prefix[-1] + self.get(len(prefix) - 1).count(_NEWLINE))
+        return prefix
+
+    def has_newline(self, number: int) -> bool:
+        """Say whether there are at least `number` newlines (counting as needed)."""
+        prefix = self._prefix
+        while prefix[-1] < number and len(prefix) <= self.count:
+            prefix.append(prefix[-1] + self.get(len(prefix) - 1).count(_NEWLINE))
+        return prefix[-1] >= number
+
+    def newline_position(self, number: int) -> int:
+        """Return the byte position of the `number`-th newline (1-based)."""
+        prefix = self._prefix  # covers `number`: callers ask has_newline first
+        index = bisect.bisect_left(prefix, number) - 1
+        return index * CHUNK_SIZE + _nth_newline(
+            self.get(index), number - prefix[index]
+        )
+
+    def line_start(self, line: int) -> int | None:
+        """Return where 0-based line piece `line` starts, None past the last."""
+        if line == 0:
+            return 0
+        if not self.has_newline(line):
+            return None
+        return self.newline_position(line) + 1
+
+    def line_end(self, line: int) -> int:
+        """Return where line piece `line` ends (its newline, or the size)."""
+        if not self.has_newline(line + 1):
+            return self.size
+        return self.newline_position(line + 1)
+
+    def line_span(self, offset: int, limit: int) -> tuple[int, int] | None:
+        """Return the byte range of line pieces `[offset, offset + limit)`."""
+        start = self.line_start(offset)
+        if start is None or limit == 0:
+            return None
+        return start, self.line_end(offset + limit - 1)
+
+    def find_newline(self, position: int) -> int:
+        """Return the first newline at or after `position`, else the size."""
+        index = position // CHUNK_SIZE
+        while index < self.count:
+            base = index * CHUNK_SIZE
+            found = self.get(index).find(_NEWLINE, max(position - base, 0))
+            if found >= 0:
+                return base + found
+            index += 1
+        return self.size
+
+    def line_start_before(self, position: int, floor: int) -> int:
+        """Return the start of the line holding `position`, no lower than `floor`."""
+        end = position
+        index = (end - 1) // CHUNK_SIZE
+        while end > floor:
+            base = index * CHUNK_SIZE
+            found = self.get(index).rfind(_NEWLINE, max(floor - base, 0), end - base)
+            if found >= 0:
+                return base + found + 1
+            end = base
+            index -= 1
+        return floor
+
+    def newlines_before(self, position: int) -> int:
+        """Count the newlines in `[0, position)` (the 0-based line number)."""
+        index = min(position // CHUNK_SIZE, self.count - 1)
+        if index < 0:
+            return 0
+        offset = position - index * CHUNK_SIZE
+        data = self.get(index)
+        memo_index, memo_offset, memo_count = self._memo
+        if memo_index == index and memo_offset <= offset:
+            count = memo_count + data.count(_NEWLINE, memo_offset, offset)
+        else:
+            prefix = self._count_through(index)
+            count = prefix[index] + data.count(_NEWLINE, 0, offset)
+        self._memo = (index, offset, count)
+        return count
+
+
+class _Search:
+    """Builds grep results: matches with context, truncation and resume point."""
+
+    def __init__(self, chunks: _Chunks, context: int, max_matches: int) -> None:
+        self.chunks = chunks
+        self.context = context
+        self.max_matches = max_matches
+        self.matches: list[GrepMatch] = []
+
+    def add(self, number: int, start: int, end: int) -> GrepResult | None:
+        """Record line piece `number` at `[start, end)`; a result once truncated."""
+        if len(self.matches) >= self.max_matches:
+            return GrepResult(tuple(self.matches), truncated=True, resume_from=number)
+        chunks = self.chunks
+        before: list[str] = []
+        cursor = start
+        for _ in range(min(self.context, number)):
+            previous = chunks.line_start_before(cursor - 1, 0)
+            before.append(_decode(chunks.slice(previous, cursor - 1)))
+            cursor = previous
+        before.reverse()
+        after: list[str] = []
+        cursor = end
+        for _ in range(self.context):
+            if cursor >= chunks.size:
+                break
+            following = chunks.find_newline(cursor + 1)
+            after.append(_decode(chunks.slice(cursor + 1, following)))
+            cursor = following
+        line = _decode(chunks.slice(start, end))
+        self.matches.append(GrepMatch(number + 1, line, tuple(before), tuple(after)))
+        return None
+
+    def done(self) -> GrepResult:
+        """Return the untruncated result."""
+        return GrepResult(tuple(self.matches), truncated=False)
+
+    def literal(self, needle: bytes, offset: int) -> GrepResult:
+        """Search raw bytes for `needle`, decoding only the lines that match."""
+        chunks = self.chunks
+        position = chunks.line_start(offset)
+        if position is None:
+            return self.done()
+        finder = _Finder(chunks, needle)
+        while (hit := finder.next(position)) >= 0:
+            start = chunks.line_start_before(hit, position)
+            end = chunks.find_newline(hit + len(needle))
+            result = self.add(chunks.newlines_before(start), start, end)
+            if result is not None:
+                return result
+            if end >= chunks.size:
+                break
+            position = end + 1
+        return self.done()
+
+    def by_line(self, offset: int, matches: Callable[[str], bool]) -> GrepResult:
+        """Test every decoded line piece from `offset` on (the general path)."""
+        chunks = self.chunks
+        start = chunks.line_start(offset)
+        if start is None:
+            return self.done()
+        number = offset
+        while True:
+            chunks.prefetch(start // CHUNK_SIZE + 1)
+            end = chunks.find_newline(start)
+            if matches(_decode(chunks.slice(start, end))):
+                result = self.add(number, start, end)
+                if result is not None:
+                    return result
+            if end >= chunks.size:
+                return self.done()
+            start = end + 1
+            number += 1
+
+    def from_line_numbers(self, numbers: list[int]) -> GrepResult:
+        """Build the result from the 0-based line numbers a worker found."""
+        for number in numbers:
+            start = self.chunks.line_start(number)
+            if start is None:  # the worker disagrees with the record: refuse
+                msg = f"regex worker named line {number + 1} past the end"
+                raise ArtifactIntegrityError(msg)
+            result = self.add(number, start, self.chunks.line_end(number))
+            if result is not None:
+                return result
+        return self.done()
+
+
+def _nth_newline(data: bytes, number: int) -> int:
+    """Return the position of the `number`-th newline (1-based) in `data`.
+
+    Whole blocks are skipped with `count` (C speed), then at most one block's
+    newlines are stepped through with `find`.
+    """
+    start = 0
+    while True:
+        end = start + _SEEK_BLOCK
+        count = data.count(_NEWLINE, start, end)
+        if count >= number or end >= len(data):
+            break
+        number -= count
+        start = end
+    position = start - 1
+    for _ in range(number):
+        position = data.find(_NEWLINE, position + 1)
+    return position
+
+
+def _fast_needle(pattern: str) -> bytes | None:
+    """Return the bytes to search for, or None when only decoded text will do.
+
+    A valid UTF-8 needle occurs in the raw bytes exactly where the pattern
+    occurs in the decoded text, unless the pattern holds U+FFFD (which the
+    decoder makes from invalid bytes) or a lone surrogate (which it never makes).
+    """
+    if not pattern or "\ufffd" in pattern:
+        return None
+    try:
+        needle = pattern.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return needle if len(needle) <= _FAST_PATTERN_LIMIT else None
+
+
+class _Finder:
+    """Finds a needle in verified chunks, including across chunk boundaries."""
+
+    def __init__(self, chunks: _Chunks, needle: bytes) -> None:
+        self.chunks = chunks
+        self.needle = needle
+        self.keep = len(needle) - 1
+        self.index = -1
+        self.tail = b""  # the last `keep` bytes of chunk `index - 1`
+        self.tail_base = 0
+
+    def next(self, position: int) -> int:
+        """Return the first occurrence at or after `position`, else -1."""
+        chunks, needle = self.chunks, self.needle
+        if position // CHUNK_SIZE != self.index:  # a jump: no tail before it
+            self.index = position // CHUNK_SIZE
+            self.tail = b""
+        while self.index < chunks.count:
+            chunks.prefetch(self.index + 1)
+            data = chunks.get(self.index)
+            base = self.index * CHUNK_SIZE
+            if self.tail and position < self.tail_base + len(self.tail):
+                window = self.tail + data[: self.keep]
+                found = window.find(needle, max(position - self.tail_base, 0))
+                if found >= 0:
+                    return self.tail_base + found
+            found = data.find(needle, max(position - base, 0))
+            if found >= 0:
+                return base + found
+            self.tail = data[len(data) - self.keep :] if self.keep else b""
+            self.tail_base = base + len(data) - len(self.tail)
+            self.index += 1
+        return -1
+
+
+def _regex_lines(
+    chunks: _Chunks, pattern: str, offset: int, limit: int, timeout: float
+) -> list[int]:
+    """Run `pattern` over line pieces `offset…` in a killable worker process."""
+    start = chunks.line_start(offset)
+    if start is None:
+        return []
+    params = {"pattern": pattern, "limit": limit, "cpu_seconds": math.ceil(timeout) + 1}
+    header = json.dumps(params).encode("ascii") + b"\n"
+    worker = subprocess.Popen(  # noqa: S603 - our own interpreter and code
+        [sys.executable, "-I", "-S", "-c", _REGEX_WORKER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    feed = worker.stdin
+    worker.stdin = None  # fed by the thread below; communicate() must not close it
+    assert feed is not None  # noqa: S101 - stdin=PIPE
+    feeder = _Feeder(chunks, feed, header, start)
+    feeder.start()
+    try:
+        out, err = worker.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.communicate()
+        feeder.join()
+        if feeder.error is not None:
+            raise feeder.error from None
+        msg = f"regex timed out after {timeout:g} s: {pattern!r}"
+        raise RegexTimeoutError(msg) from None
+    except BaseException:
+        worker.kill()
+        worker.communicate()
+        feeder.join()
+        raise
+    feeder.join()
+    if feeder.error is not None:
+        raise feeder.error
+    if worker.returncode == 3:
+        msg = f"invalid regex {pattern!r}: {err.decode('utf-8', 'replace')}"
+        raise ValueError(msg)
+    if worker.returncode != 0:
+        msg = f"regex worker failed (exit {worker.returncode}): {err[-500:]!r}"
+        raise RuntimeError(msg)
+    return [offset + int(line) for line in out.split()]
+
+
+class _Feeder(threading.Thread):
+    """Streams verified bytes to the regex worker; a dead worker ends it quietly."""
+
+    def __init__(
+        self, chunks: _Chunks, feed: IO[bytes], header: bytes, start: int
+    ) -> None:
+        super().__init__(daemon=True, name="spillvault-regex-feed")
+        self.chunks = _Chunks(
+            chunks.fs, chunks.fd, chunks.filename, chunks.size, chunks.content
+        )
+        self.feed = feed
+        self.header = header
+        self.start_at = start
+        self.error: ArtifactIntegrityError | None = None
+
+    def run(self) -> None:
+        """Write the header, then each verified chunk from the start offset."""
+        chunks = self.chunks
+        try:
+            self.feed.write(self.header)
+            for index in range(self.start_at // CHUNK_SIZE, chunks.count):
+                data = chunks.load(index)
+                skip = max(self.start_at - index * CHUNK_SIZE, 0)
+                self.feed.write(memoryview(data)[skip:])
+        except ArtifactIntegrityError as error:
+            self.error = error
+        except OSError:  # BrokenPipeError and kin: the worker stopped reading
+            pass
+        finally:
+            with suppress(OSError):
+                self.feed.close()
+
+
+__all__ = ["DEFAULT_REGEX_TIMEOUT", "ArtifactReader", "RegexTimeoutError"]
