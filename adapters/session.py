@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from spillvault.domain.ports import Clock, FileSystem
 
     from .eventstore import SessionStore
+    from .externalizer import ToolResultExternalizer
     from .memory_store import MemoryBackend as _Memory
     from .postgres_store import PostgresBackend as _Postgres
     from .recovery import ArtifactRecoveryReport
@@ -71,12 +72,28 @@ class Session:
     policy: Any = None
     recovery: ArtifactRecoveryReport | None = field(default=None, init=False)
     closed: bool = field(default=False, init=False)
+    _externalizer: ToolResultExternalizer | None = field(
+        default=None, init=False, repr=False
+    )
+
+    @property
+    def externalizer(self) -> ToolResultExternalizer:
+        """Return the session's spill gate and page-fault reader (S1, S3)."""
+        if self._externalizer is None:
+            from .externalizer import ToolResultExternalizer  # noqa: PLC0415 - cycle
+
+            self._externalizer = ToolResultExternalizer(
+                self.path, policy=self.policy, session=self
+            )
+        return self._externalizer
 
     def close(self) -> None:
         """Close the store and the directory descriptor (idempotent)."""
         if self.closed:
             return
         self.closed = True
+        if self._externalizer is not None:
+            self._externalizer.store.close()
         self.store.close()
         self.fs.close(self.dir_fd)
 

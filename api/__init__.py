@@ -5,6 +5,11 @@ The public names of SPEC's Public API are importable from here.
 
 from importlib.metadata import PackageNotFoundError, version
 
+from spillvault.adapters.externalizer import (
+    ExternalizedToolResult,
+    GateOutcome,
+    ToolResultExternalizer,
+)
 from spillvault.adapters.session import Session, open_session
 from spillvault.domain import (
     BASH_MAX_OUTPUT_LENGTH,
@@ -38,6 +43,8 @@ from spillvault.domain import (
     SpillPolicyError,
     parse_artifact_source_id,
 )
+from spillvault.domain.policy import SizeUnit, SpillPolicy, ToolLimit
+from spillvault.domain.reading import GrepMatch, GrepResult
 
 try:
     __version__ = version("spillvault")
@@ -73,8 +80,16 @@ __all__ = [
     "ArtifactRetentionError",
     "ArtifactSource",
     "ArtifactStoreConflict",
+    "ExternalizedToolResult",
+    "GateOutcome",
+    "GrepMatch",
+    "GrepResult",
     "Session",
+    "SizeUnit",
+    "SpillPolicy",
     "SpillPolicyError",
+    "ToolLimit",
+    "ToolResultExternalizer",
     "__version__",
     "open_session",
     "parse_artifact_source_id",

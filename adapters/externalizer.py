@@ -1,0 +1,428 @@
+"""The spill gate (S1) and the seed-compatible externalizer facade (Public API).
+
+`process()` is what a harness calls on every finalized tool result: first match
+wins — non-text, exempt tool (model arm), under the limit, notice too large,
+store failed, spilled. A successful tool call never becomes an error.
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from spillvault.domain.errors import ArtifactAccessError
+from spillvault.domain.policy import SizeUnit, SpillPolicy
+from spillvault.domain.preview import (
+    KeyLineScanner,
+    PreviewSource,
+    PreviewText,
+    build_preview,
+    fixed_parts_fit,
+)
+from spillvault.domain.summary import check_summary
+
+from .artifact_store import LocalArtifactStore
+from .reader import ArtifactReader
+from .recovery import artifact_filenames
+from .session import Session, open_session
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Iterator
+
+    from spillvault.domain.artifact import Artifact
+    from spillvault.domain.reading import GrepResult
+    from spillvault.domain.values import ArtifactReference
+
+    from .artifact_store import ArtifactStream
+
+logger = logging.getLogger("spillvault")
+
+Arm = Literal["model", "log"]
+Content = str | list[dict[str, Any]]
+_ARMS = ("model", "log")
+_PIECE = 1 << 20
+# A window of this many bytes per budget unit always holds a budget's worth of
+# text: UTF-8 needs at most 4 bytes a code point, and the default token
+# counter gives a token for at most 8 ASCII letters (9 with a separator).
+_WINDOW_BYTES_PER_UNIT = {SizeUnit.CHARS: 4, SizeUnit.BYTES: 1, SizeUnit.TOKENS: 9}
+
+
+@dataclass(frozen=True)
+class GateOutcome:
+    """What the gate did: the content to use, why, and the artifact if stored."""
+
+    content: Content
+    reason: str
+    artifact: ArtifactReference | None = None
+
+
+@dataclass(frozen=True)
+class ExternalizedToolResult:
+    """The seed's result: the text for the context and the stored artifact."""
+
+    context_text: str
+    artifact: ArtifactReference
+
+
+class ToolResultExternalizer:
+    """Spills oversized tool results to verified artifacts and reads them back."""
+
+    def __init__(
+        self,
+        session_dir: str | os.PathLike[str],
+        *,
+        policy: SpillPolicy | None = None,
+        event_store: str | None = None,
+        session: Session | None = None,
+    ) -> None:
+        self._owns_session = session is None
+        self.session = session or open_session(
+            session_dir, policy=policy, event_store=event_store
+        )
+        self.policy = policy or SpillPolicy()
+        self.store = LocalArtifactStore(self.session)
+        self.reader = ArtifactReader(self.session, self.store)
+
+    @property
+    def tool_results_dir(self) -> str:
+        """Return the directory holding this session's artifacts."""
+        return self.store.tool_results_dir
+
+    # the gate -----------------------------------------------------------------
+
+    def process(  # noqa: PLR0911 - one return per gate rule (S1.2)
+        self,
+        content: Content,
+        tool_name: str,
+        *,
+        arm: Arm = "model",
+        tool_use_id: str | None = None,
+        is_error: bool = False,
+    ) -> GateOutcome:
+        """Apply the gate of S1.2 to one finalized tool result."""
+        if arm not in _ARMS:
+            msg = f"arm must be 'model' or 'log', not {arm!r}"
+            raise ValueError(msg)
+        text = _text_of(content)
+        if text is None:
+            return GateOutcome(content, "non_text")
+        if arm == "model" and self.policy.is_exempt(tool_name):
+            return GateOutcome(content, "exempt_tool")
+        if not self.should_externalize(text, tool_name):
+            return GateOutcome(content, "under_limit")
+        if not self._notice_fits(tool_name, tool_use_id=tool_use_id, is_error=is_error):
+            return GateOutcome(content, "notice_too_large")
+        try:
+            artifact = self._store_text(
+                text, tool_name, tool_use_id=tool_use_id, is_error=is_error
+            )
+        except Exception as error:  # noqa: BLE001 - S1.2.5: any failure keeps the original
+            logger.warning(
+                "spillvault: storing a %s result failed (%s: %s); kept it in context",
+                tool_name,
+                type(error).__name__,
+                error,
+            )
+            return GateOutcome(content, "store_failed")
+        reference = self.store.reference_for(artifact)
+        try:
+            preview = self._preview_whole(text, artifact, reference)
+        except ValueError as error:
+            # Only a handle or hint beyond the declared maxima gets here; the
+            # stored artifact stays for GC and the model keeps the original.
+            logger.warning(
+                "spillvault: preview of %s failed: %s", reference.path, error
+            )
+            return GateOutcome(content, "store_failed")
+        return GateOutcome(_replace(content, preview), "spilled", reference)
+
+    def _notice_fits(
+        self, tool_name: str, *, tool_use_id: str | None, is_error: bool
+    ) -> bool:
+        """S1.2 rule 4: the worst-case header and notice of this call fit."""
+        longest = self.store.longest_handle()
+        policy = self.policy
+        if len(longest.encode()) > policy.max_handle_length:
+            return False
+        if len(self.store.hint(longest).encode()) > policy.max_hint_length:
+            return False
+        return fixed_parts_fit(
+            policy,
+            tool_name,
+            tool_use_id=tool_use_id,
+            is_error=is_error,
+            session_id=self.session.session_id,
+        )
+
+    def artifacts(self) -> Iterator[Artifact]:
+        """Yield every artifact of the session, in creation order."""
+        for filename in artifact_filenames(self.session.store):
+            artifact = self.session.store.get_artifact(filename)
+            if artifact is not None:
+                yield artifact
+
+    def should_externalize(self, output: str, tool_name: str) -> bool:
+        """Say whether `output` is over the tool's limit in the limit's unit."""
+        limit = self.policy.limit_for(tool_name)
+        return self.policy.measure(output, limit.unit) > limit.limit
+
+    def externalize(
+        self, output: str, tool_name: str, *, summary: str | None = None
+    ) -> ExternalizedToolResult:
+        """Store `output` whatever its size and return its preview (the seed's call)."""
+        if summary is not None:
+            check_summary(summary)
+        artifact = self._store_text(output, tool_name, summary=summary)
+        reference = self.store.reference_for(artifact)
+        return ExternalizedToolResult(
+            self._preview_whole(output, artifact, reference), reference
+        )
+
+    def summarize(self, output: str, tool_name: str) -> str:  # noqa: ARG002 - seed signature
+        """Return the deterministic summary `output` would be stored with."""
+        from spillvault.domain.summary import summarize  # noqa: PLC0415
+
+        lines = output.split("\n")
+        first = next((line for line in lines if line.strip()), "")
+        count = len(lines) - (1 if output.endswith("\n") or not output else 0)
+        return summarize(first, count, len(output.encode("utf-8", "surrogatepass")))
+
+    def make_pointer(self, output: str, artifact: ArtifactReference) -> str:
+        """Return the S1.4 replacement of `output` for a stored artifact."""
+        return self._preview_whole(output, self._artifact_of(artifact), artifact)
+
+    def open_stream(
+        self, tool_name: str, *, tool_use_id: str | None = None
+    ) -> GateStream:
+        """Start a streaming artifact for a command still running (S2.4)."""
+        return GateStream(self, tool_name, tool_use_id)
+
+    # page faults ----------------------------------------------------------------
+
+    def read_artifact(
+        self, artifact: ArtifactReference | str, offset: int = 0, limit: int = 2000
+    ) -> str:
+        """Return lines [offset, offset+limit) of a verified artifact (S3.1)."""
+        return self.reader.read_artifact(artifact, offset, limit)
+
+    def read_artifact_bytes(
+        self, artifact: ArtifactReference | str, start: int, end: int
+    ) -> bytes:
+        """Return verified bytes [start, end)."""
+        return self.reader.read_artifact_bytes(artifact, start, end)
+
+    def grep_artifact(
+        self,
+        artifact: ArtifactReference | str,
+        pattern: str,
+        *,
+        context: int = 0,
+        max_matches: int = 100,
+        regex: bool = False,
+    ) -> GrepResult:
+        """Search a verified artifact, literally unless `regex` (S3.1)."""
+        return self.reader.grep_artifact(
+            artifact, pattern, context=context, max_matches=max_matches, regex=regex
+        )
+
+    def read_from_disk(self, path: str, offset: int = 0, limit: int = 2000) -> str:
+        """Seed-compatible read of an artifact path, confined like S3.2."""
+        return self.reader.read_from_disk(path, offset, limit)
+
+    def close(self) -> None:
+        """Release the artifact directory, and the session if this opened it."""
+        self.store.close()
+        if self._owns_session:
+            self.session.close()
+
+    # internals ------------------------------------------------------------------
+
+    def _artifact_of(self, reference: ArtifactReference) -> Artifact:
+        filename = self.store.resolve(reference.path)
+        artifact = self.session.store.get_artifact(filename)
+        if artifact is None:
+            msg = f"no artifact event for {filename}"
+            raise ArtifactAccessError(msg)
+        return artifact
+
+    def _store_text(
+        self,
+        text: str,
+        tool_name: str,
+        *,
+        tool_use_id: str | None = None,
+        is_error: bool = False,
+        summary: str | None = None,
+    ) -> Artifact:
+        data = text.encode("utf-8")  # a lone surrogate fails here: store_failed
+        return self.store.store(
+            _pieces(data),
+            source_tool=tool_name,
+            tool_use_id=tool_use_id,
+            is_error=is_error,
+            summary=summary,
+        )
+
+    def _preview_whole(
+        self, text: str, artifact: Artifact, reference: ArtifactReference
+    ) -> str:
+        return build_preview(
+            PreviewText(head=text, tail=text, whole=True),
+            self._source(artifact, reference),
+            self.policy,
+        )
+
+    def _source(
+        self, artifact: Artifact, reference: ArtifactReference
+    ) -> PreviewSource:
+        content = artifact.stored_content
+        assert content is not None  # noqa: S101 - stored artifacts have content
+        return PreviewSource(
+            source_id=reference.source.source_id,
+            summary=reference.summary,
+            tool_name=reference.source_tool,
+            content_sha256=reference.content_sha256,
+            handle=reference.path,
+            hint=self.store.hint(reference.path),
+            total_lines=content.line_count,
+            total_bytes=content.size_bytes,
+            tool_use_id=artifact.tool_use_id,
+            is_error=artifact.is_error,
+            partial=artifact.state == "partial",
+        )
+
+    def _gate_stored(
+        self,
+        artifact: Artifact,
+        reference: ArtifactReference,
+        key_lines: tuple[tuple[int, str], ...],
+        reason: str,
+    ) -> GateOutcome:
+        """Gate a stored stream from bounded windows of its bytes (S2.4)."""
+        limit = self.policy.limit_for(reference.source_tool)
+        window = limit.budget * _WINDOW_BYTES_PER_UNIT[limit.unit]
+        size = reference.size_bytes
+        if size <= 2 * window:
+            data = self.reader.read_artifact_bytes(reference.path, 0, size)
+            text = data.decode("utf-8", "replace")
+            if reason == "spilled" and not self.should_externalize(
+                text, reference.source_tool
+            ):
+                return GateOutcome(text, "under_limit", reference)
+            preview = PreviewText(head=text, tail=text, whole=True)
+        else:
+            head = self.reader.read_artifact_bytes(reference.path, 0, window)
+            tail = self.reader.read_artifact_bytes(reference.path, size - window, size)
+            preview = PreviewText(
+                head=_complete_head(head),
+                tail=_complete_tail(tail),
+                whole=False,
+                key_lines=key_lines,
+            )
+        source = self._source(artifact, reference)
+        return GateOutcome(
+            build_preview(preview, source, self.policy), reason, reference
+        )
+
+
+class GateStream:
+    """A streaming tool result: bytes go to disk as they come; `close()` gates it."""
+
+    def __init__(
+        self,
+        externalizer: ToolResultExternalizer,
+        tool_name: str,
+        tool_use_id: str | None,
+    ) -> None:
+        self._externalizer = externalizer
+        self._tool_name = tool_name
+        self._scanner = KeyLineScanner(externalizer.policy)
+        self._stream: ArtifactStream = externalizer.store.open_stream(
+            tool_name, tool_use_id=tool_use_id, key_line_scanner=self._scanner
+        )
+        self._failed: BaseException | None = None
+
+    @property
+    def handle(self) -> str:
+        """Return the handle, readable while the stream is open."""
+        return self._stream.handle
+
+    def write(self, data: bytes) -> None:
+        """Append bytes verbatim; after a failure further bytes are dropped."""
+        if self._failed is not None:
+            return
+        try:
+            self._stream.write(data)
+        except Exception as error:  # noqa: BLE001 - S2.4: seal what was stored
+            self._failed = error
+
+    def close(self) -> GateOutcome:
+        """Seal (or seal partial after a failure) and return the gated preview."""
+        ext = self._externalizer
+        if self._failed is None:
+            artifact = self._stream.close()
+            reason = "spilled"
+        else:
+            logger.warning(
+                "spillvault: a %s stream failed (%s); kept what was stored as partial",
+                self._tool_name,
+                self._failed,
+            )
+            artifact = self._stream.fail()
+            reason = "store_failed"
+        reference = ext.store.reference_for(artifact)
+        key_lines = self._scanner.result()
+        return ext._gate_stored(artifact, reference, key_lines, reason)  # noqa: SLF001
+
+
+def _text_of(content: Content) -> str | None:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        kind = type(content).__name__
+        msg = f"content must be a string or a list of blocks, not {kind}"
+        raise TypeError(msg)
+    texts = []
+    for block in content:
+        if not isinstance(block, dict) or block.get("type") != "text":
+            return None
+        texts.append(str(block.get("text", "")))
+    return "\n".join(texts)
+
+
+def _replace(content: Content, preview: str) -> Content:
+    if isinstance(content, str):
+        return preview
+    first = dict(content[0]) if content else {}
+    first.update(type="text", text=preview)
+    return [first]
+
+
+def _complete_head(data: bytes) -> str:
+    """Decode a head window, leaving out a trailing incomplete UTF-8 sequence."""
+    return codecs.getincrementaldecoder("utf-8")("replace").decode(data, final=False)
+
+
+def _complete_tail(data: bytes) -> str:
+    """Decode a tail window, skipping continuation bytes cut from their lead."""
+    start = 0
+    while start < min(3, len(data)) and 0x80 <= data[start] < 0xC0:
+        start += 1
+    return data[start:].decode("utf-8", "replace")
+
+
+def _pieces(data: bytes) -> Iterator[bytes]:
+    view = memoryview(data)
+    for start in range(0, len(view), _PIECE):
+        yield bytes(view[start : start + _PIECE])
+
+
+__all__ = [
+    "ExternalizedToolResult",
+    "GateOutcome",
+    "GateStream",
+    "ToolResultExternalizer",
+]
