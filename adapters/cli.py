@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spillvault.domain.errors import (
     ArtifactAccessError,
+    ArtifactIntegrityError,
     ArtifactLeaseJournalError,
     ArtifactRetentionError,
+    SpillPolicyError,
 )
 
 if TYPE_CHECKING:
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
 
 EXIT_USAGE = 2
 EXIT_REFUSED = 3
+EXIT_FAILED = 4
 
 
 def _version() -> str:
@@ -29,6 +32,62 @@ def _run_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo  # noqa: PLC0415 - load only what the command needs
 
     return run_demo(args.dir, out=sys.stdout.write)
+
+
+def _handler(name: str) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        from . import cli_commands  # noqa: PLC0415 - load only what the command needs
+
+        handler: Callable[[argparse.Namespace], int] = getattr(cli_commands, name)
+        return handler(args)
+
+    return run
+
+
+def _session_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--session",
+        metavar="DIR",
+        help="session directory (default: the handle's own session, "
+        "$SPILLVAULT_SESSION, or ./.spillvault/session)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _add_artifact_commands(commands: Any) -> None:
+    run = commands.add_parser(
+        "run",
+        help="run a command and print what the model would see of its output",
+    )
+    _session_option(run)
+    run.add_argument("--tool", default="bash", help="tool name for the limits (bash)")
+    run.add_argument("--policy", metavar="FILE", help="a TOML spill policy")
+    run.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARG...]")
+    run.set_defaults(handler=_handler("run_command"))
+
+    read = commands.add_parser("read", help="print verified lines or bytes")
+    _session_option(read)
+    read.add_argument("handle")
+    read.add_argument("--line", type=int, default=1, help="first line, 1-based (1)")
+    read.add_argument("--limit", type=int, default=2000, help="lines (2000)")
+    read.add_argument("--bytes", metavar="A:B", help="a byte range instead of lines")
+    read.set_defaults(handler=_handler("read_command"))
+
+    grep = commands.add_parser("grep", help="search an artifact (literal by default)")
+    _session_option(grep)
+    grep.add_argument("handle")
+    grep.add_argument("pattern")
+    grep.add_argument("-C", dest="context", type=int, default=0, help="context lines")
+    grep.add_argument("--max", type=int, default=100, help="matches to show (100)")
+    grep.add_argument("--regex", action="store_true", help="a regular expression")
+    grep.add_argument(
+        "--from", dest="start", type=int, default=1, help="first line, 1-based (1)"
+    )
+    grep.set_defaults(handler=_handler("grep_command"))
+
+    listing = commands.add_parser("ls", help="list the session's artifacts")
+    _session_option(listing)
+    listing.set_defaults(handler=_handler("ls_command"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="parent directory for the demo session (default: a temp dir)",
     )
     demo.set_defaults(handler=_run_demo)
+    _add_artifact_commands(commands)
     return parser
 
 
@@ -66,11 +126,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handler(args)
     except (
         ArtifactAccessError,
+        ArtifactIntegrityError,
         ArtifactRetentionError,
         ArtifactLeaseJournalError,
+        SpillPolicyError,
     ) as error:
         sys.stderr.write(f"spillvault: {type(error).__name__}: {error}\n")
         return EXIT_REFUSED
+    except (ValueError, OSError, TimeoutError) as error:
+        sys.stderr.write(f"spillvault: {error}\n")
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

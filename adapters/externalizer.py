@@ -214,7 +214,7 @@ class ToolResultExternalizer:
         """Return verified bytes [start, end)."""
         return self.reader.read_artifact_bytes(artifact, start, end)
 
-    def grep_artifact(
+    def grep_artifact(  # noqa: PLR0913 - SPEC's signature plus the continuation
         self,
         artifact: ArtifactReference | str,
         pattern: str,
@@ -222,10 +222,20 @@ class ToolResultExternalizer:
         context: int = 0,
         max_matches: int = 100,
         regex: bool = False,
+        offset: int = 0,
     ) -> GrepResult:
-        """Search a verified artifact, literally unless `regex` (S3.1)."""
+        """Search a verified artifact, literally unless `regex` (S3.1).
+
+        `offset` (0-based lines to skip) continues a truncated search from its
+        `resume_from`.
+        """
         return self.reader.grep_artifact(
-            artifact, pattern, context=context, max_matches=max_matches, regex=regex
+            artifact,
+            pattern,
+            context=context,
+            max_matches=max_matches,
+            regex=regex,
+            offset=offset,
         )
 
     def read_from_disk(self, path: str, offset: int = 0, limit: int = 2000) -> str:

@@ -1,0 +1,236 @@
+"""Handlers of `spillvault run / read / grep / ls` (S1, S3, S3.5)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import TYPE_CHECKING, Any
+
+from .capping import cap_lines
+from .externalizer import GateOutcome, ToolResultExternalizer
+from .layout import TOOL_RESULTS_DIR
+from .policy_file import load_policy_file
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+
+    from spillvault.domain.policy import SpillPolicy
+
+SESSION_ENV = "SPILLVAULT_SESSION"
+DEFAULT_SESSION = os.path.join(".spillvault", "session")
+_READ_SIZE = 1 << 16
+_MAX_LINE = 2000
+
+
+def session_dir(args: argparse.Namespace, handle: str | None = None) -> str:
+    """Pick the session: --session, then the handle's own session, then the default."""
+    if args.session:
+        return str(args.session)
+    if handle and os.path.isabs(handle):
+        results = os.path.dirname(handle)
+        if os.path.basename(results) == TOOL_RESULTS_DIR:
+            return os.path.dirname(results)
+    chosen = os.environ.get(SESSION_ENV) or DEFAULT_SESSION
+    parent = os.path.dirname(os.path.abspath(chosen))
+    os.makedirs(parent, mode=0o700, exist_ok=True)
+    return chosen
+
+
+def _externalizer(
+    args: argparse.Namespace, handle: str | None = None
+) -> ToolResultExternalizer:
+    policy: SpillPolicy | None = None
+    if getattr(args, "policy", None):
+        policy = load_policy_file(args.policy)
+    return ToolResultExternalizer(session_dir(args, handle), policy=policy)
+
+
+def _emit(args: argparse.Namespace, text: str, data: dict[str, Any]) -> None:
+    if args.json:
+        sys.stdout.write(json.dumps(data, ensure_ascii=False, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+
+
+def _outcome_dict(outcome: GateOutcome) -> dict[str, Any]:
+    artifact = outcome.artifact
+    return {
+        "reason": outcome.reason,
+        "content": outcome.content,
+        "artifact": None
+        if artifact is None
+        else {
+            "handle": artifact.path,
+            "source_id": artifact.source.source_id,
+            "content_sha256": artifact.content_sha256,
+            "size_bytes": artifact.size_bytes,
+            "summary": artifact.summary,
+        },
+    }
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run a command, gate its merged output, print what the model would see."""
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        msg = "run needs a command after --"
+        raise ValueError(msg)
+    with _Closing(_externalizer(args)) as ext:
+        limit = ext.policy.limit_for(args.tool)
+        threshold = limit.limit * (1 if limit.unit == "bytes" else 4)
+        process = subprocess.Popen(  # noqa: S603 - the user's own command, no shell
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        assert process.stdout is not None  # noqa: S101 - PIPE given
+        outcome = _gate_output(ext, args.tool, process.stdout.read, threshold)
+        code = process.wait()
+    _emit(args, str(outcome.content), {**_outcome_dict(outcome), "exit_code": code})
+    return code
+
+
+def _gate_output(
+    ext: ToolResultExternalizer,
+    tool: str,
+    read: Callable[[int], bytes],
+    threshold: int,
+) -> GateOutcome:
+    buffered = bytearray()
+    while len(buffered) <= threshold:
+        data = read(_READ_SIZE)
+        if not data:
+            try:
+                text = buffered.decode("utf-8")
+            except UnicodeDecodeError:
+                break  # not text: store the bytes verbatim through a stream
+            return ext.process(text, tool)
+        buffered += data
+    stream = ext.open_stream(tool)
+    stream.write(bytes(buffered))
+    while data := read(_READ_SIZE):
+        stream.write(data)
+    return stream.close()
+
+
+def read_command(args: argparse.Namespace) -> int:
+    """Print verified lines (1-based --line) or bytes of an artifact, capped."""
+    with _Closing(_externalizer(args, args.handle)) as ext:
+        if args.bytes:
+            start, end = _byte_range(args.bytes)
+            data = ext.read_artifact_bytes(args.handle, start, end)
+            budget = ext.policy.limit_for("read_artifact").budget
+            shown = data[:budget]
+            text = shown.decode("utf-8", "replace")
+            more = None if len(shown) == len(data) else start + len(shown)
+            if more is not None:
+                text += f"\n[cut: continue with --bytes {more}:{end}]"
+            _emit(args, text, {"bytes": text, "next_byte": more})
+            return 0
+        if args.line < 1:
+            msg = "--line is 1-based: it must be >= 1"
+            raise ValueError(msg)
+        body = ext.read_artifact(args.handle, args.line - 1, args.limit)
+        lines = body.split("\n") if body else []
+        budget = ext.policy.limit_for("read_artifact").budget
+        capped = cap_lines(
+            lines, first_line=args.line, budget=budget, max_line=min(_MAX_LINE, budget)
+        )
+        text = capped.text
+        if capped.next_start_line is not None:
+            more = capped.next_start_line
+            text += f"\n[cut at the output budget: continue with --line {more}]"
+        _emit(
+            args, text, {"text": capped.text, "next_start_line": capped.next_start_line}
+        )
+    return 0
+
+
+def grep_command(args: argparse.Namespace) -> int:
+    """Print matches with 1-based line numbers; say how to resume when cut."""
+    with _Closing(_externalizer(args, args.handle)) as ext:
+        result = ext.grep_artifact(
+            args.handle,
+            args.pattern,
+            context=args.context,
+            max_matches=args.max,
+            regex=args.regex,
+            offset=args.start - 1,
+        )
+    rows = []
+    for match in result.matches:
+        first = match.line_number - len(match.before)
+        for offset, line in enumerate((*match.before, match.line, *match.after)):
+            number = first + offset
+            mark = ":" if number == match.line_number else "-"
+            rows.append(f"{number}{mark}{line[:_MAX_LINE]}")
+    text = "\n".join(rows) if rows else "no match"
+    if result.truncated:
+        resume = (result.resume_from or 0) + 1
+        text += f"\n[stopped at --max {args.max}: continue with --from {resume}]"
+    data = {
+        "matches": [
+            {
+                "line_number": m.line_number,
+                "line": m.line,
+                "before": list(m.before),
+                "after": list(m.after),
+            }
+            for m in result.matches
+        ],
+        "truncated": result.truncated,
+        "resume_from": result.resume_from,
+    }
+    _emit(args, text, data)
+    return 0 if result.matches else 1
+
+
+def ls_command(args: argparse.Namespace) -> int:
+    """List the session's artifacts: name, size, digest prefix, state, summary."""
+    with _Closing(_externalizer(args)) as ext:
+        rows = []
+        for artifact in ext.artifacts():
+            content = artifact.stored_content
+            rows.append(
+                {
+                    "filename": artifact.filename,
+                    "state": artifact.state,
+                    "size_bytes": None if content is None else content.size_bytes,
+                    "sha256_prefix": None
+                    if content is None
+                    else content.content_sha256[:12],
+                    "summary": artifact.summary,
+                    "handle": ext.store.handle_for(artifact.filename),
+                }
+            )
+    lines = [
+        f"{r['filename']:<24} {r['state']:<11} {_or_dash(r['size_bytes']):>12} "
+        f"{_or_dash(r['sha256_prefix']):<12} {r['summary'] or ''}"
+        for r in rows
+    ]
+    _emit(args, "\n".join(lines) if lines else "no artifacts", {"artifacts": rows})
+    return 0
+
+
+def _or_dash(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def _byte_range(text: str) -> tuple[int, int]:
+    start, sep, end = text.partition(":")
+    if not sep or not start.isdigit() or not end.isdigit():
+        msg = f"--bytes must be START:END with non-negative integers, not {text!r}"
+        raise ValueError(msg)
+    return int(start), int(end)
+
+
+class _Closing:
+    def __init__(self, ext: ToolResultExternalizer) -> None:
+        self.ext = ext
+
+    def __enter__(self) -> ToolResultExternalizer:
+        return self.ext
+
+    def __exit__(self, *exc: object) -> None:
+        self.ext.close()
