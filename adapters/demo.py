@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from spillvault.domain.errors import ArtifactLeaseJournalError
-from spillvault.domain.values import (
-    ArtifactLeaseTransaction,
-    ArtifactRetentionClaim,
-    ArtifactSourceId,
-)
+from spillvault.domain.values import ArtifactLeaseTransaction, ArtifactRetentionClaim
 
 from .session import open_session
 from .sqlite_store import STORE_NAME
@@ -21,31 +16,83 @@ from .sqlite_store import STORE_NAME
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .session import Session
+    from spillvault.domain.values import ArtifactReference
 
-SAMPLE = b"FAILED tests/test_gc.py::test_fail_closed - AssertionError\n" * 1000
+FAILURE_LINE = 11_874  # 1-based, deep in the middle of the demo's grep output
 
 
 def run_demo(parent: str | None, *, out: Callable[[str], object]) -> int:
     """Run the tour under `parent` (a new temp dir when None); return 0."""
     with tempfile.TemporaryDirectory(prefix="spillvault-demo-", dir=parent) as tmp:
         session_dir = os.path.join(tmp, "demo-session")
-        _lease_round_trip(session_dir, out)
+        artifact = _spill_and_page_fault(session_dir, out)
+        _lease_round_trip(session_dir, artifact, out)
         _refusal(session_dir, out)
     return 0
 
 
-def _lease_round_trip(session_dir: str, out: Callable[[str], object]) -> None:
+def _grep_output() -> str:
+    """About 1 MB of what `grep -rn` over a big repository prints."""
+    lines = [
+        f"src/module_{i % 97}/file_{i % 1013}.py:{i % 4000 + 1}: "
+        f"value = compute(item_{i}, limit={i % 50})"
+        for i in range(16000)
+    ]
+    lines[FAILURE_LINE - 1] = (
+        "tests/test_gc.py:212: AssertionError: artifact deleted while leased"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _spill_and_page_fault(
+    session_dir: str, out: Callable[[str], object]
+) -> ArtifactReference:
     with open_session(session_dir) as session:
         out(
             f"[session] created {session.session_id} ({session.store_kind} store "
             f"{session.store_id[:8]}…, marker session.json written last)\n"
         )
-        claim = _sample_claim(session)
+        ext = session.externalizer
+        text = _grep_output()
+        outcome = ext.process(text, "grep", tool_use_id="toolu_demo_1")
+        artifact = outcome.artifact
+        if artifact is None:  # pragma: no cover - the demo's input is over the limit
+            msg = f"the demo's output was not spilled ({outcome.reason})"
+            raise RuntimeError(msg)
+        shown = str(outcome.content)
+        out(
+            f"[externalize] grep: {_size(len(text.encode()))} → "
+            f"{_size(len(shown.encode()))} in context ({outcome.reason}; "
+            f"sha256 {artifact.content_sha256[:12]}…)\n"
+        )
+        for line in shown.splitlines():
+            if line.startswith("line "):
+                out(f"    key line kept in the preview → {line}\n")
+        offset = FAILURE_LINE - 2
+        page = ext.read_artifact(artifact, offset=offset, limit=3)
+        out(f"[page fault] read_artifact(offset={offset}, limit=3), verified:\n")
+        for number, line in enumerate(page.split("\n"), start=FAILURE_LINE - 1):
+            out(f"    {number}: {line}\n")
+        for match in ext.grep_artifact(artifact, "AssertionError").matches:
+            out(f"[grep] 'AssertionError' → line {match.line_number}\n")
+        return artifact
+
+
+def _size(count: int) -> str:
+    if count >= 1_000_000:
+        return f"{count / 1_000_000:.1f}MB"
+    return f"{count / 1000:.0f}KB"
+
+
+def _lease_round_trip(
+    session_dir: str, artifact: ArtifactReference, out: Callable[[str], object]
+) -> None:
+    claim = ArtifactRetentionClaim.from_memory_reference(artifact.for_memory())
+    with open_session(session_dir) as session:
         now = session.clock.now()
         store = session.store
         store.prepare_lease(ArtifactLeaseTransaction("memory-ref-1", claim, now))
-        out("[lease] memory-ref-1 prepared  — protects its artifact with no expiry\n")
+        out("[lease] memory-ref-1 prepared  — protects the artifact with no expiry\n")
         store.commit_lease("memory-ref-1", now + timedelta(seconds=1))
         out("[lease] memory-ref-1 committed — the memory owner holds the reference\n")
         store.release_lease("memory-ref-1", now + timedelta(seconds=2))
@@ -76,11 +123,3 @@ def _refusal(session_dir: str, out: Callable[[str], object]) -> None:
         out(f"[refused] {error}\n")
     else:  # pragma: no cover - would be a bug, and the demo says so loudly
         out("[BUG] a session without its store was opened\n")
-
-
-def _sample_claim(session: Session) -> ArtifactRetentionClaim:
-    digest = hashlib.sha256(SAMPLE).hexdigest()
-    source = ArtifactSourceId.for_artifact(
-        session.session_id, "tool_result_001.txt", digest
-    )
-    return ArtifactRetentionClaim(str(source), digest)

@@ -44,11 +44,16 @@ def test_demo_drives_a_lease_round_trip_and_shows_the_refusal(tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     out = done.stdout
     for line in (
+        "[externalize] grep: 1.1MB → ",
+        "key line kept in the preview → line 11874: tests/test_gc.py:212: Assert",
+        "11874: tests/test_gc.py:212: AssertionError",
+        "[grep] 'AssertionError' → line 11874",
         "memory-ref-1 prepared",
         "memory-ref-1 committed",
         "memory-ref-1 released",
         "refused: illegal transition: Lease cannot commit from 'aborted'",
-        "#2 spillvault:Lease.Prepared",
+        "spillvault:Artifact.Stored",
+        "spillvault:Lease.Prepared",
         "memory-ref-1: prepared → committed → released (version 3)",
         "memory-ref-2: prepared → aborted (version 2)",
         "[refused] event store missing",

@@ -1,0 +1,138 @@
+"""`spillvault run / read / grep / ls`: what a person or a model sees (S1, S3.5)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = str(Path(sys.executable).parent / "spillvault")
+LOG = (
+    'for i in $(seq 1 40000); do if [ $i = 25000 ]; then echo "FATAL: quota at $i"; '
+    'else echo "step $i fine"; fi; done; exit 7'
+)
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [SCRIPT, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+        timeout=120,
+    )
+
+
+def expected_log() -> bytes:
+    lines = [
+        f"FATAL: quota at {i}" if i == 25000 else f"step {i} fine"
+        for i in range(1, 40001)
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_run_spills_prints_the_preview_and_keeps_the_exit_code(tmp_path: Path) -> None:
+    session = tmp_path / "s"
+    done = cli("run", "--session", str(session), "--", "bash", "-c", LOG)
+    assert done.returncode == 7, done.stderr
+    assert done.stdout.startswith("[tool result stored as artifact:s:tool_result_001")
+    assert "line 25000: FATAL: quota at 25000" in done.stdout
+    assert len(done.stdout) <= 30000 + 1
+    stored = (session / "tool-results" / "tool_result_001.txt").read_bytes()
+    assert stored == expected_log()
+    assert hashlib.sha256(stored).hexdigest() in done.stdout
+
+
+def test_run_json_and_small_outputs_pass_through(tmp_path: Path) -> None:
+    session = tmp_path / "s"
+    done = cli("run", "--session", str(session), "--json", "--", "echo", "hello")
+    assert done.returncode == 0
+    data = json.loads(done.stdout)
+    assert data == {
+        "reason": "under_limit",
+        "content": "hello\n",
+        "artifact": None,
+        "exit_code": 0,
+    }
+    assert list((session / "tool-results").iterdir()) == []
+
+
+def test_run_stores_non_utf8_output_verbatim(tmp_path: Path) -> None:
+    session = tmp_path / "s"
+    done = cli(
+        "run", "--session", str(session), "--json", "--",
+        sys.executable, "-c",
+        "import sys; sys.stdout.buffer.write(b'\\xff\\xfe bad bytes\\n' * 20000)",
+    )  # fmt: skip
+    data = json.loads(done.stdout)
+    assert data["reason"] == "spilled"
+    stored = (session / "tool-results" / "tool_result_001.txt").read_bytes()
+    assert stored == b"\xff\xfe bad bytes\n" * 20000
+
+
+def test_read_grep_and_ls(tmp_path: Path) -> None:
+    session = tmp_path / "s"
+    cli("run", "--session", str(session), "--", "bash", "-c", LOG)
+    handle = str(session / "tool-results" / "tool_result_001.txt")
+    read = cli("read", handle, "--line", "24999", "--limit", "3")
+    assert read.returncode == 0, read.stderr
+    assert read.stdout == "step 24999 fine\nFATAL: quota at 25000\nstep 25001 fine\n"
+    grep = cli("grep", handle, "FATAL", "-C", "1")
+    assert grep.stdout.splitlines() == [
+        "24999-step 24999 fine",
+        "25000:FATAL: quota at 25000",
+        "25001-step 25001 fine",
+    ]
+    first = cli("grep", handle, "step 1", "--max", "2")
+    assert (
+        first.stdout.splitlines()[-1] == "[stopped at --max 2: continue with --from 11]"
+    )
+    more = cli("grep", handle, "step 1", "--max", "1", "--from", "11")
+    assert more.stdout.splitlines()[0] == "11:step 11 fine"
+    raw = cli("read", handle, "--bytes", "0:11", "--json")
+    assert json.loads(raw.stdout) == {"bytes": "step 1 fine", "next_byte": None}
+    listing = cli("ls", "--session", str(session), "--json")
+    (row,) = json.loads(listing.stdout)["artifacts"]
+    assert row["filename"] == "tool_result_001.txt"
+    assert row["state"] == "sealed"
+    assert row["size_bytes"] == len(expected_log())
+
+
+def test_read_output_is_capped_and_says_how_to_continue(tmp_path: Path) -> None:
+    session = tmp_path / "s"
+    cli("run", "--session", str(session), "--", "bash", "-c", LOG)
+    handle = str(session / "tool-results" / "tool_result_001.txt")
+    done = cli("read", handle, "--limit", "40000")
+    lines = done.stdout.splitlines()
+    assert lines[-1].startswith("[cut at the output budget: continue with --line ")
+    next_line = int(lines[-1].rsplit(" ", 1)[1].rstrip("]"))
+    assert lines[-2] == f"step {next_line - 1} fine"
+    assert len(done.stdout.encode()) <= 51200 + 100
+
+
+def test_errors_are_one_clear_line_and_a_nonzero_exit(tmp_path: Path) -> None:
+    session = tmp_path / "s"
+    cli("run", "--session", str(session), "--", "bash", "-c", LOG)
+    outside = cli("read", str(session / "tool-results" / ".." / "session.json"))
+    assert outside.returncode == 3
+    assert outside.stderr.startswith("spillvault: ArtifactAccessError: ")
+    assert len(outside.stderr.splitlines()) == 1
+    bad_line = cli(
+        "read", str(session / "tool-results" / "tool_result_001.txt"), "--line", "0"
+    )
+    assert bad_line.returncode == 4
+    assert "1-based" in bad_line.stderr
+    missing = cli("read", str(session / "tool-results" / "tool_result_009.txt"))
+    assert missing.returncode != 0
+    assert "Traceback" not in missing.stderr
+    policy = tmp_path / "bad.toml"
+    policy.write_text("[default]\nlimit = -1\nunit = 'bytes'\n")
+    bad_policy = cli(
+        "run", "--session", str(session), "--policy", str(policy), "--", "true"
+    )
+    assert bad_policy.returncode == 3
+    assert "SpillPolicyError" in bad_policy.stderr
+    assert "limit" in bad_policy.stderr
