@@ -29,10 +29,12 @@ def session_dir(args: argparse.Namespace, handle: str | None = None) -> str:
     """Pick the session: --session, then the handle's own session, then the default."""
     if args.session:
         return str(args.session)
-    if handle and os.path.isabs(handle):
+    if handle is not None:
         results = os.path.dirname(handle)
-        if os.path.basename(results) == TOOL_RESULTS_DIR:
+        if os.path.isabs(handle) and os.path.basename(results) == TOOL_RESULTS_DIR:
             return os.path.dirname(results)
+        msg = f"{handle!r} names no session's artifact; pass --session DIR"
+        raise ArtifactAccessError(msg)
     chosen = os.environ.get(SESSION_ENV) or DEFAULT_SESSION
     parent = os.path.dirname(os.path.abspath(chosen))
     os.makedirs(parent, mode=0o700, exist_ok=True)

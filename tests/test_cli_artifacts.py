@@ -136,3 +136,10 @@ def test_errors_are_one_clear_line_and_a_nonzero_exit(tmp_path: Path) -> None:
     assert bad_policy.returncode == 3
     assert "SpillPolicyError" in bad_policy.stderr
     assert "limit" in bad_policy.stderr
+
+
+def test_a_handle_naming_no_session_creates_nothing(tmp_path: Path) -> None:
+    done = cli("read", "../../etc/passwd", cwd=tmp_path)
+    assert done.returncode == 3
+    assert "pass --session" in done.stderr
+    assert list(tmp_path.iterdir()) == []
