@@ -8,6 +8,8 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
 
+from spillvault.domain.errors import ArtifactAccessError
+
 from .capping import cap_lines
 from .externalizer import GateOutcome, ToolResultExternalizer
 from .layout import TOOL_RESULTS_DIR
