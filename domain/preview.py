@@ -19,13 +19,14 @@
 
 from __future__ import annotations
 
+import heapq
 import re
 import unicodedata
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from .policy import SizeUnit, fold_case
+from .policy import SCREEN_WORDS, SizeUnit, fold_case
 from .summary import SUMMARY_LIMIT
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ KeyLine = tuple[int, str]
 
 KEY_LINE_SCAN_CHARS: Final = 500  # a line is matched on its first 500 characters
 KEY_LINE_SCAN_BYTES: Final = 4 * KEY_LINE_SCAN_CHARS  # always holds those characters
+_SCREEN_BYTES: Final = tuple(word.encode("ascii") for word in SCREEN_WORDS)
 KEY_LINE_SHOWN_CHARS: Final = 200
 MAX_DIGITS: Final = 20  # any count below 2**64
 SESSION_NAME_MAX: Final = 255  # NAME_MAX: the session id is one path component
@@ -241,6 +243,15 @@ class _Collector:
         self._first: list[KeyLine] = []
         self._last: deque[KeyLine] = deque(maxlen=self._cap)
 
+    @property
+    def cap(self) -> int:
+        """How many candidates each end keeps."""
+        return self._cap
+
+    def room_in_first(self) -> int:
+        """How many candidates the first group still takes."""
+        return self._cap - len(self._first)
+
     def add(self, number: int, text: str) -> None:
         """Record one matching line."""
         if len(self._first) < self._cap:
@@ -282,13 +293,66 @@ class KeyLineScanner:
         self._end_line()
         last = data.rfind(b"\n")
         if last > first:
-            # The whole lines in between: decoding them at once equals decoding
-            # each (b"\n" never sits inside a UTF-8 sequence).
-            block = data[first + 1 : last].decode("utf-8", "replace")
-            for index, scanned in _key_lines_in(block, self._policy):
+            middle = data[first + 1 : last]
+            if self._policy.key_line_screen is not None and middle.isascii():
+                found = self._ascii_key_lines(middle)
+            else:
+                # Decoding whole lines at once equals decoding each (b"\n"
+                # never sits inside a UTF-8 sequence).
+                found = _key_lines_in(middle.decode("utf-8", "replace"), self._policy)
+            for index, scanned in found:
                 self._found.add(self._line + index, scanned)
-            self._line += block.count("\n") + 1
+            self._line += middle.count(b"\n") + 1
         self._keep(data, last + 1, len(data))
+
+    def _ascii_key_lines(self, block: bytes) -> list[KeyLine]:
+        """Key lines of an ASCII block, found with plain byte searches (fast path).
+
+        On ASCII, `bytes.lower()` folds case exactly as the screen expects.
+        Lines are judged front to back until the first candidates are taken;
+        after that only the block's last candidates can be kept, so the rest
+        is judged from its end backwards and the search stops early.
+        """
+        lowered = block.lower()
+        forward: list[tuple[int, str]] = []
+        judged = 0  # lines starting before this offset are judged
+        room = self._found.room_in_first()
+        if room:
+            hits = heapq.merge(*(_find_forward(lowered, w) for w in _SCREEN_BYTES))
+            for at in hits:
+                if at < judged:
+                    continue
+                start, end, scanned = self._line_at(block, at)
+                judged = end + 1
+                if self._match(scanned):
+                    forward.append((start, scanned))
+                    if len(forward) == room:
+                        break
+            else:
+                return _numbered(block, forward)
+        backward: list[tuple[int, str]] = []
+        below = len(block) + 1  # lines starting at or after this are judged
+        hits = heapq.merge(
+            *(_find_backward(lowered, w, judged) for w in _SCREEN_BYTES), reverse=True
+        )
+        for at in hits:
+            if at >= below:
+                continue
+            start, _, scanned = self._line_at(block, at)
+            below = start
+            if self._match(scanned):
+                backward.append((start, scanned))
+                if len(backward) == self._found.cap:
+                    break
+        return _numbered(block, forward + backward[::-1])
+
+    def _line_at(self, block: bytes, at: int) -> tuple[int, int, str]:
+        """Return (start, end, scanned text) of the line holding offset `at`."""
+        start = block.rfind(b"\n", 0, at) + 1
+        end = block.find(b"\n", at)
+        end = len(block) if end < 0 else end
+        head = block[start : min(end, start + KEY_LINE_SCAN_BYTES)]
+        return start, end, head.decode("ascii")[:KEY_LINE_SCAN_CHARS]
 
     def _keep(self, data: bytes, start: int, stop: int) -> None:
         """Add data[start:stop] to the current line, up to the scanned length."""
@@ -319,6 +383,31 @@ class KeyLineScanner:
             if self._match(text):
                 extra = (self._line, text)
         return self._found.snapshot(extra)
+
+
+def _find_forward(data: bytes, word: bytes) -> Iterator[int]:
+    at = data.find(word)
+    while at >= 0:
+        yield at
+        at = data.find(word, at + 1)
+
+
+def _find_backward(data: bytes, word: bytes, low: int) -> Iterator[int]:
+    at = data.rfind(word, low)
+    while at >= 0:
+        yield at
+        at = data.rfind(word, low, at + len(word) - 1)
+
+
+def _numbered(block: bytes, found: list[tuple[int, str]]) -> list[KeyLine]:
+    """Turn (line start offset, text) pairs, ascending, into (line index, text)."""
+    numbered: list[KeyLine] = []
+    index = counted = 0
+    for start, text in found:
+        index += block.count(b"\n", counted, start)
+        counted = start
+        numbered.append((index, text))
+    return numbered
 
 
 def _key_lines_in(block: str, policy: SpillPolicy) -> Iterator[KeyLine]:

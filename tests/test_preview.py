@@ -841,3 +841,37 @@ def test_an_odd_token_counter_still_gets_a_budgeted_preview() -> None:
     source = source_for(text)
     out = build_preview(PreviewText(text, text, True), source, policy)
     check_whole(out, text, policy, source)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "ok",
+                "ERROR x",
+                "Failed",
+                "fine",
+                "traceback",
+                "",
+                "panic!",
+                "Ünicode error",
+            ]
+        ),
+        max_size=300,
+    ),
+    st.lists(st.integers(1, 200), max_size=20),
+)
+def test_dense_key_lines_fed_in_pieces_match_a_whole_scan(
+    lines: list[str], cuts: list[int]
+) -> None:
+    # Dense matches exercise the ASCII fast path's backwards pass.
+    text = "\n".join(lines) + ("\n" if len(lines) % 2 else "")
+    data = text.encode()
+    scanner = KeyLineScanner(SpillPolicy())
+    position = 0
+    for cut in cuts:
+        scanner.feed(data[position : position + cut])
+        position += cut
+    scanner.feed(data[position:])
+    assert scanner.result() == scan_key_lines(text, SpillPolicy())
