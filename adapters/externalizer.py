@@ -8,11 +8,12 @@ store failed, spilled. A successful tool call never becomes an error.
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from spillvault.domain.errors import ArtifactAccessError
+from spillvault.domain.errors import ArtifactAccessError, SpillPolicyError
 from spillvault.domain.policy import SizeUnit, SpillPolicy
 from spillvault.domain.preview import (
     KeyLineScanner,
@@ -20,6 +21,8 @@ from spillvault.domain.preview import (
     PreviewText,
     build_preview,
     fixed_parts_fit,
+    render_header,
+    render_notice,
 )
 from spillvault.domain.summary import check_summary
 
@@ -82,8 +85,10 @@ class ToolResultExternalizer:
         self.session = session or open_session(
             session_dir, policy=policy, event_store=event_store
         )
-        self.policy = policy or SpillPolicy()
         self.store = LocalArtifactStore(self.session)
+        self.policy = self._fit_to_backend(
+            policy or self.session.policy or SpillPolicy()
+        )
         self.reader = ArtifactReader(self.session, self.store)
 
     @property
@@ -139,6 +144,27 @@ class ToolResultExternalizer:
             return GateOutcome(content, "store_failed")
         return GateOutcome(_replace(content, preview), "spilled", reference)
 
+    def _fit_to_backend(self, policy: SpillPolicy) -> SpillPolicy:
+        """Raise the handle and hint maxima to what this backend really issues.
+
+        A deep session directory makes longer handles than the declared maxima;
+        bounding the worst case by the real ones keeps rule 4 exact. When even
+        that cannot fit, the declared policy stays and rule 4 refuses per call.
+        """
+        longest = self.store.longest_handle()
+        handle = len(longest.encode())
+        hint = len(self.store.hint(longest).encode())
+        if handle <= policy.max_handle_length and hint <= policy.max_hint_length:
+            return policy
+        try:
+            return dataclasses.replace(
+                policy,
+                max_handle_length=max(handle, policy.max_handle_length),
+                max_hint_length=max(hint, policy.max_hint_length),
+            )
+        except SpillPolicyError:
+            return policy
+
     def _notice_fits(
         self, tool_name: str, *, tool_use_id: str | None, is_error: bool
     ) -> bool:
@@ -178,7 +204,7 @@ class ToolResultExternalizer:
         artifact = self._store_text(output, tool_name, summary=summary)
         reference = self.store.reference_for(artifact)
         return ExternalizedToolResult(
-            self._preview_whole(output, artifact, reference), reference
+            self._pointer(output, artifact, reference), reference
         )
 
     def summarize(self, output: str, tool_name: str) -> str:  # noqa: ARG002 - seed signature
@@ -186,13 +212,13 @@ class ToolResultExternalizer:
         from spillvault.domain.summary import summarize  # noqa: PLC0415
 
         lines = output.split("\n")
-        first = next((line for line in lines if line.strip()), "")
+        first = next((line for line in lines if _visible(line)), "")
         count = len(lines) - (1 if output.endswith("\n") or not output else 0)
         return summarize(first, count, len(output.encode("utf-8", "surrogatepass")))
 
     def make_pointer(self, output: str, artifact: ArtifactReference) -> str:
         """Return the S1.4 replacement of `output` for a stored artifact."""
-        return self._preview_whole(output, self._artifact_of(artifact), artifact)
+        return self._pointer(output, self._artifact_of(artifact), artifact)
 
     def open_stream(
         self, tool_name: str, *, tool_use_id: str | None = None
@@ -276,6 +302,23 @@ class ToolResultExternalizer:
             summary=summary,
         )
 
+    def _pointer(
+        self, text: str, artifact: Artifact, reference: ArtifactReference
+    ) -> str:
+        """Return the preview, or only header and notice for a tiny output.
+
+        The seed's calls store even outputs no preview can be smaller than.
+        """
+        try:
+            return self._preview_whole(text, artifact, reference)
+        except ValueError:
+            source = self._source(artifact, reference)
+            notice = render_notice(
+                source, source.total_lines, source.total_bytes, SizeUnit.BYTES,
+                first_line=1,
+            )  # fmt: skip
+            return render_header(source) + "\n" + notice
+
     def _preview_whole(
         self, text: str, artifact: Artifact, reference: ArtifactReference
     ) -> str:
@@ -313,15 +356,16 @@ class ToolResultExternalizer:
     ) -> GateOutcome:
         """Gate a stored stream from bounded windows of its bytes (S2.4)."""
         limit = self.policy.limit_for(reference.source_tool)
-        window = limit.budget * _WINDOW_BYTES_PER_UNIT[limit.unit]
+        per_unit = _WINDOW_BYTES_PER_UNIT[limit.unit]
+        window = limit.budget * per_unit
         size = reference.size_bytes
-        if size <= 2 * window:
+        # Up to here the output may still be under its limit: measure it whole.
+        if size <= max(2 * window, limit.limit * per_unit):
             data = self.reader.read_artifact_bytes(reference.path, 0, size)
             text = data.decode("utf-8", "replace")
-            if reason == "spilled" and not self.should_externalize(
-                text, reference.source_tool
-            ):
-                return GateOutcome(text, "under_limit", reference)
+            if not self.should_externalize(text, reference.source_tool):
+                kept = "under_limit" if reason == "spilled" else reason
+                return GateOutcome(text, kept, reference)
             preview = PreviewText(head=text, tail=text, whole=True)
         else:
             head = self.reader.read_artifact_bytes(reference.path, 0, window)
@@ -409,6 +453,11 @@ def _replace(content: Content, preview: str) -> Content:
     first = dict(content[0]) if content else {}
     first.update(type="text", text=preview)
     return [first]
+
+
+def _visible(line: str) -> str:
+    """Return what a summary shows of a line: printable characters, stripped."""
+    return "".join(c if c.isprintable() else " " for c in line).strip()
 
 
 def _complete_head(data: bytes) -> str:

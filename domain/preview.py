@@ -294,6 +294,7 @@ class KeyLineScanner:
         last = data.rfind(b"\n")
         if last > first:
             middle = data[first + 1 : last]
+            found: Iterable[KeyLine]
             if self._policy.key_line_screen is not None and middle.isascii():
                 found = self._ascii_key_lines(middle)
             else:

@@ -1,0 +1,705 @@
+#!/usr/bin/env python3
+"""Spill gate cost: stream throughput, stream memory, under-limit calls (S1, S2.4).
+
+Three measurements, each against a baseline taken in the same run:
+
+1. Spill throughput. ~50 MB of realistic log text (built once, in memory, as
+   bytes) goes through `ToolResultExternalizer.open_stream("bash")`, written in
+   1 MiB pieces, then `close()`: hashed while written (whole SHA-256 and per-1 MiB
+   chunk digests), key lines scanned, fsynced (file and directory), sealed in the
+   event store, gated into a preview from verified head/tail reads. The
+   baseline pipes the same bytes into `bash -c 'cat > f && sync f && openssl
+   dgst -sha256 f'` (a temp file on the same file system; `sha256sum` if
+   openssl is missing, and the table says so). Both digests are checked
+   against hashlib's. Target: spillvault throughput >= 0.7x the baseline's.
+   For information: the raw store alone (`store.open_stream`, no key-line
+   scanner, no preview) and `process(text, "bash")` on the same text as a
+   50 MB str (encode + store + preview).
+2. Peak RSS while streaming 1 GB through `open_stream` in a child process
+   (multiprocessing, spawn): chunks are made on the fly (a 1 MiB body with a
+   fresh header each, so no more than one chunk is alive). The child reads its
+   RSS after imports, the session open and the chunk template (the baseline),
+   resets its RSS high-water mark (/proc/self/clear_refs), streams, and reads
+   VmHWM. Target: peak - baseline <= 64 MB. Needs the disk space: with less
+   than 3 GB free the size is scaled down to a third of the free space (said
+   so); `--gb` sets it.
+3. Gate cost on under-limit inputs: `process(text, tool)` for `bash` (limit
+   30,000 chars) at 100, 1,000 and 7,500 (limit/4) chars, and for a tool on
+   the default limit (51,200 bytes) at 100, 1,000 and 12,800 bytes (ASCII log
+   text, so chars == bytes), timed with `timeit`: best of 7 repeats of ~40 ms,
+   round-robin over all cases. Measuring is O(n) by nature for bytes (the text
+   is encoded), O(1) for chars (`len`). Baselines in the same run: `len(text)`
+   and `text.encode("utf-8", "surrogatepass")`. Target: largest/smallest
+   <= 1.5x; the growth per KB is shown next to encode's. The process's
+   read/write syscall counts (/proc/self/io, net of reading it) and the
+   artifact directory are checked around the timed calls: no I/O, nothing
+   stored.
+
+Rounds of (1) alternate the order of the contenders; medians are shown, and
+the ratio is also the median of per-round ratios (the disk's speed drifts on a
+shared host). The log text has an ERROR-level line every `--error-every` lines
+(7, as in bench_page_fault.py): each is a key-line candidate the scanner
+matches with the full patterns, so this is a scanner-heavy log.
+
+Run from the repository root:
+
+    .venv/bin/python bench/bench_spill.py
+    .venv/bin/python bench/bench_spill.py --rounds 7 --gb 0.25 --dir /some/disk
+    .venv/bin/python bench/bench_spill.py --error-every 1000   # few key lines
+
+Everything goes in a temp dir under `--dir` (default: the system temp dir),
+which is removed. fsync figures mean nothing on tmpfs; the header names the
+file system.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import hashlib
+import multiprocessing
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import timeit
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from spillvault.adapters.externalizer import ToolResultExternalizer
+from spillvault.domain.policy import SizeUnit
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from multiprocessing.connection import Connection
+
+MB = 1000 * 1000
+PIECE = 1 << 20
+DEFAULT_MB = 50.0
+DEFAULT_GB = 1.0
+DEFAULT_ROUNDS = 5
+DEFAULT_ERROR_EVERY = 7
+MIN_FREE_FOR_FULL = 3 * 1000 * MB
+RSS_TARGET_MB = 64.0
+RATIO_TARGET = 0.7
+FLAT_RATIO = 1.5  # "flat-ish": the largest input costs at most this much more
+TIMEIT_REPEAT = 7
+TIMEIT_SECONDS = 0.04  # per repeat
+BASH = "bash"
+OTHER_TOOL = "web_fetch"  # any tool without its own limit: the default one
+LEVELS = (b"INFO", b"INFO", b"INFO", b"DEBUG", b"DEBUG", b"WARN")
+ROUTES = (
+    b"GET /api/orders",
+    b"POST /api/orders",
+    b"GET /api/me",
+    b"PUT /api/cart",
+    b"GET /healthz",
+    b"DELETE /api/session",
+)
+MESSAGES = (
+    b"ok",
+    b"cache miss",
+    b"retry after timeout",
+    b"slow query on replica",
+    b"pool exhausted, waiting",
+    b"session refreshed",
+    b"flag evaluated",
+)
+ERROR_MESSAGES = (
+    b"upstream returned 502",
+    b"deadline exceeded talking to billing",
+    b"could not parse payload",
+)
+
+
+def log_blocks(target: int, error_every: int) -> Iterator[bytes]:
+    """Yield ~1 MiB blocks of log text, ~65 bytes a line, until `target` bytes."""
+    produced = 0
+    line = 0
+    block_lines = 16_000
+    while produced < target:
+        parts = []
+        for i in range(line, line + block_lines):
+            error = i % error_every == error_every - 1
+            parts.append(
+                b"03-01 %02d:%02d:%02d %s w%02d %s %s %dms rid=%05x"
+                % (
+                    (i // 3_600_000) % 24,
+                    (i // 60_000) % 60,
+                    (i // 1000) % 60,
+                    b"ERROR" if error else LEVELS[i % 6],
+                    i % 32,
+                    ROUTES[i % 6],
+                    ERROR_MESSAGES[i % 3] if error else MESSAGES[(i * 5 + i // 7) % 7],
+                    (i * 2654435761) % 997,
+                    (i * 2654435761) & 0xFFFFF,
+                )
+            )
+        block = b"\n".join(parts) + b"\n"
+        produced += len(block)
+        line += block_lines
+        yield block
+
+
+def build_log(target: int, error_every: int) -> bytes:
+    """Return about `target` bytes of log text, cut at a line end."""
+    data = b"".join(log_blocks(target, error_every))
+    cut = data.rfind(b"\n", 0, target) + 1
+    return data[: cut or len(data)]
+
+
+# ------------------------------------------------------------------ host facts
+
+
+def load_average() -> str:
+    """The 1-minute load average: other work on the host skews every figure."""
+    try:
+        return f"{os.getloadavg()[0]:.2f}"
+    except OSError:
+        return "unknown"
+
+
+def fs_type(path: str) -> str:
+    """Name the file system holding `path` (best effort, from /proc/mounts)."""
+    try:
+        with open("/proc/mounts", encoding="utf-8") as mounts:
+            rows = [line.split() for line in mounts]
+    except OSError:
+        return "unknown"
+    real = os.path.realpath(path)
+    best, kind = "", "unknown"
+    for row in rows:
+        if len(row) < 3:
+            continue
+        mount_point = row[1]
+        inside = real == mount_point or real.startswith(mount_point.rstrip("/") + "/")
+        if inside and len(mount_point) > len(best):
+            best, kind = mount_point, row[2]
+    return kind
+
+
+def proc_status_kib(field: str) -> int | None:
+    """Return a `kB` field of /proc/self/status (VmRSS, VmHWM), or None."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def proc_io() -> dict[str, int]:
+    """Return this process's I/O counters (syscr, syscw, ...), or {} if unknown."""
+    try:
+        with open("/proc/self/io", encoding="ascii") as io:
+            return {k: int(v) for k, v in (line.split(":") for line in io)}
+    except OSError:
+        return {}
+
+
+# ------------------------------------------------------- 1. spill throughput
+
+
+def hasher_command() -> tuple[str, str]:
+    """Return the digest part of the shell baseline and its label."""
+    if shutil.which("openssl"):
+        return 'openssl dgst -sha256 "$1"', "cat > f && sync f && openssl dgst"
+    return 'sha256sum "$1"', "cat > f && sync f && sha256sum (NO openssl)"
+
+
+def shell_baseline(data: bytes, path: str, digest_cmd: str, expected: str) -> float:
+    """Pipe `data` into cat > path, sync it, hash it; return the seconds."""
+    script = f'cat > "$1" && sync "$1" && {digest_cmd}'
+    started = time.perf_counter()
+    done = subprocess.run(
+        ["bash", "-c", script, "bash", path],
+        input=data,
+        capture_output=True,
+        check=True,
+    )
+    elapsed = time.perf_counter() - started
+    os.unlink(path)
+    out = done.stdout.decode()
+    # openssl prints the digest after "= ", sha256sum before the file name.
+    hexes = [word.strip("=") for word in out.split() if len(word.strip("=")) == 64]
+    assert expected in hexes, out
+    return elapsed
+
+
+def gated_spill(
+    ext: ToolResultExternalizer, pieces: list[bytes], expected: str
+) -> float:
+    """Stream `pieces` through the gate; return the seconds to the preview."""
+    started = time.perf_counter()
+    stream = ext.open_stream(BASH)
+    for piece in pieces:
+        stream.write(piece)
+    outcome = stream.close()
+    elapsed = time.perf_counter() - started
+    assert outcome.reason == "spilled", outcome.reason
+    assert outcome.artifact is not None
+    assert outcome.artifact.content_sha256 == expected
+    return elapsed
+
+
+def store_only(
+    ext: ToolResultExternalizer, pieces: list[bytes], expected: str
+) -> float:
+    """Stream `pieces` into the raw store (no scanner, no preview); seconds."""
+    started = time.perf_counter()
+    stream = ext.store.open_stream(BASH)
+    for piece in pieces:
+        stream.write(piece)
+    artifact = stream.close()
+    elapsed = time.perf_counter() - started
+    content = artifact.stored_content
+    assert content is not None
+    assert content.content_sha256 == expected
+    return elapsed
+
+
+def process_whole(ext: ToolResultExternalizer, text: str, expected: str) -> float:
+    """Gate a whole str with `process`; return the seconds."""
+    started = time.perf_counter()
+    outcome = ext.process(text, BASH)
+    elapsed = time.perf_counter() - started
+    assert outcome.reason == "spilled", outcome.reason
+    assert outcome.artifact is not None
+    assert outcome.artifact.content_sha256 == expected
+    return elapsed
+
+
+def spill_rounds(
+    ext: ToolResultExternalizer, data: bytes, scratch: str, rounds: int
+) -> dict[str, list[float]]:
+    """Time the four contenders over `rounds` rounds, alternating their order."""
+    expected = hashlib.sha256(data).hexdigest()
+    pieces = [data[i : i + PIECE] for i in range(0, len(data), PIECE)]
+    text = data.decode("utf-8")
+    digest_cmd, _ = hasher_command()
+    path = os.path.join(scratch, "baseline.log")
+    contenders: dict[str, Callable[[], float]] = {
+        "gated": lambda: gated_spill(ext, pieces, expected),
+        "shell": lambda: shell_baseline(data, path, digest_cmd, expected),
+        "store": lambda: store_only(ext, pieces, expected),
+        "process": lambda: process_whole(ext, text, expected),
+    }
+    for call in contenders.values():  # warm-up: code, binaries, page cache
+        call()
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    order = list(contenders)
+    for round_no in range(rounds):
+        for name in order if round_no % 2 == 0 else reversed(order):
+            times[name].append(contenders[name]())
+    return times
+
+
+# ------------------------------------------------------ 2. streaming memory
+
+
+@dataclass(frozen=True)
+class RssFacts:
+    """What the streaming child saw of its memory, in KiB, and what it did."""
+
+    baseline_kib: int
+    peak_kib: int
+    end_kib: int
+    reset: bool
+    size: int
+    chunks: int
+    seconds: float
+    children_maxrss_kib: int = 0
+
+
+def rss_child(session_dir: str, total: int, error_every: int, conn: Connection) -> None:
+    """In a spawned child: stream `total` bytes through the gate; send RSS facts."""
+    ext = ToolResultExternalizer(session_dir)
+    body = build_log(PIECE - 32, error_every)
+    gc.collect()
+    baseline = proc_status_kib("VmRSS")
+    try:  # reset VmHWM to the current RSS: the peak is then the stream's own
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as refs:
+            refs.write("5")
+        reset = True
+    except OSError:
+        reset = False
+    started = time.perf_counter()
+    stream = ext.open_stream(BASH)
+    written = chunks = 0
+    while written < total:
+        chunk = b"chunk %010d of the stream\n" % chunks + body  # a fresh object
+        stream.write(chunk)
+        written += len(chunk)
+        chunks += 1
+    outcome = stream.close()
+    elapsed = time.perf_counter() - started
+    assert outcome.reason == "spilled", outcome.reason
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    conn.send(
+        {
+            "baseline_kib": baseline or 0,
+            "peak_kib": proc_status_kib("VmHWM") or maxrss,
+            "end_kib": proc_status_kib("VmRSS") or 0,
+            "reset": reset,
+            "size": written,
+            "chunks": chunks,
+            "seconds": elapsed,
+        }
+    )
+    conn.close()
+    ext.close()
+
+
+def stream_rss(session_dir: str, total: int, error_every: int) -> RssFacts:
+    """Run `rss_child` in a spawned process; add the parent's view of its peak."""
+    context = multiprocessing.get_context("spawn")
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(
+        target=rss_child, args=(session_dir, total, error_every, sender)
+    )
+    child.start()
+    sender.close()
+    facts = receiver.recv()
+    child.join()
+    if child.exitcode != 0:
+        msg = f"the RSS child exited with {child.exitcode}"
+        raise RuntimeError(msg)
+    # The maximum over every child reaped so far (this is the first one). The
+    # kernel also counts the parent's RSS at the child's exec, and it is not
+    # reset by clear_refs, so it is a cross-check, not the figure.
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return RssFacts(**facts, children_maxrss_kib=children)
+
+
+def stream_size(root: str, gb: float, *, explicit: bool) -> tuple[int, str]:
+    """Bytes to stream in (2), and a note if the free disk space scaled it down."""
+    free = shutil.disk_usage(root).free
+    total = int(gb * 1000 * MB)
+    if free < MIN_FREE_FOR_FULL and total > free // 3:
+        scaled = free // 3
+        note = (
+            f"only {free / 1e9:.2f} GB free (< 3 GB): streaming "
+            f"{scaled / 1e9:.2f} GB instead of {gb:g} GB"
+        )
+        return scaled, note
+    note = f"{free / 1e9:.0f} GB free; streaming {total / 1e9:g} GB"
+    return total, note + ("" if explicit else " (default)")
+
+
+# ----------------------------------------------------- 3. under-limit calls
+
+
+@dataclass(frozen=True)
+class GateRow:
+    """Best-of-repeats ns per call on one under-limit input."""
+
+    tool: str
+    unit: SizeUnit
+    limit: int
+    size: int
+    process: float
+    len: float
+    encode: float
+
+
+def best_ns(cases: list[tuple[str, dict[str, object]]]) -> list[float]:
+    """Best-of-repeats ns per execution of each (stmt, namespace), interleaved.
+
+    Each case is calibrated to ~TIMEIT_SECONDS a repeat; the repeats then go
+    round-robin over all cases, so a slow spell of the host hits them alike.
+    """
+    timers = [timeit.Timer(stmt, globals=namespace) for stmt, namespace in cases]
+    numbers = []
+    for timer in timers:
+        number, seconds = timer.autorange()
+        numbers.append(max(1, int(number * TIMEIT_SECONDS / max(seconds, 1e-9))))
+    best = [float("inf")] * len(timers)
+    for _ in range(TIMEIT_REPEAT):
+        for index, (timer, number) in enumerate(zip(timers, numbers, strict=True)):
+            best[index] = min(best[index], timer.timeit(number) / number * 1e9)
+    return best
+
+
+def io_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """Subtract I/O counters."""
+    return {key: after[key] - before[key] for key in after if key in before}
+
+
+def gate_costs(
+    ext: ToolResultExternalizer, data: bytes
+) -> tuple[list[GateRow], dict[str, int], int]:
+    """Time process/len/encode on under-limit inputs; return rows, I/O, files.
+
+    The I/O is net of reading /proc/self/io itself (measured back to back).
+    """
+    plan = []
+    for tool in (BASH, OTHER_TOOL):
+        limit = ext.policy.limit_for(tool)
+        for size in (100, 1000, limit.limit // 4):
+            text = data[:size].decode("ascii")  # ASCII: chars == bytes
+            assert ext.process(text, tool).reason == "under_limit"
+            plan.append((tool, limit.unit, limit.limit, text))
+    stmts = (
+        "process(text, tool)",
+        "len(text)",
+        "text.encode('utf-8', 'surrogatepass')",
+    )
+    cases = []
+    for tool, _, _, text in plan:
+        namespace: dict[str, object] = {
+            "process": ext.process,
+            "text": text,
+            "tool": tool,
+        }
+        cases += [(stmt, namespace) for stmt in stmts]
+    files_before = len(os.listdir(ext.tool_results_dir))
+    first = proc_io()
+    io_before = proc_io()
+    times = best_ns(cases)
+    io_after = proc_io()
+    own = io_delta(first, io_before)
+    io = {
+        key: value - own.get(key, 0)
+        for key, value in io_delta(io_before, io_after).items()
+    }
+    files = len(os.listdir(ext.tool_results_dir)) - files_before
+    rows = [
+        GateRow(tool, unit, limit, len(text), *times[3 * index : 3 * index + 3])
+        for index, (tool, unit, limit, text) in enumerate(plan)
+    ]
+    return rows, io, files
+
+
+# ------------------------------------------------------------------- report
+
+Row = tuple[str, str, str, str, str]
+
+
+def mbps(size: int, seconds: float) -> str:
+    """Format a throughput."""
+    return f"{size / seconds / MB:,.0f} MB/s"
+
+
+def mib(kib: int) -> str:
+    """Format KiB as MB."""
+    return f"{kib * 1024 / MB:.1f} MB"
+
+
+def verdict(*, ok: bool) -> str:
+    """Say whether a target was met."""
+    return "ok" if ok else "MISSED"
+
+
+def spill_table(
+    size: int, times: dict[str, list[float]], shell_label: str
+) -> tuple[list[Row], str]:
+    """Rows of (1) and the per-round note."""
+    med = {name: statistics.median(values) for name, values in times.items()}
+    per_round = [s / g for g, s in zip(times["gated"], times["shell"], strict=True)]
+    ratio = med["shell"] / med["gated"]
+    rows = [
+        (
+            f"1 spill {size / MB:.0f} MB: open_stream+write 1 MiB+close",
+            mbps(size, med["gated"]),
+            f"{mbps(size, med['shell'])} {shell_label}",
+            f"{ratio:.2f}x (per-round {statistics.median(per_round):.2f}x)",
+            f">= {RATIO_TARGET}x {verdict(ok=ratio >= RATIO_TARGET)}",
+        ),
+        (
+            "  info: raw store.open_stream (no scan/preview)",
+            mbps(size, med["store"]),
+            "same baseline",
+            f"{med['shell'] / med['store']:.2f}x",
+            "-",
+        ),
+        (
+            f'  info: process({size / MB:.0f} MB str, "bash")',
+            mbps(size, med["process"]),
+            "same baseline",
+            f"{med['shell'] / med['process']:.2f}x",
+            "-",
+        ),
+    ]
+    note = "(1) rounds, seconds gated/shell: " + " ".join(
+        f"{g:.2f}/{s:.2f}" for g, s in zip(times["gated"], times["shell"], strict=True)
+    )
+    return rows, note
+
+
+def rss_table(rss: RssFacts) -> list[Row]:
+    """Rows of (2)."""
+    delta_mb = (rss.peak_kib - rss.baseline_kib) * 1024 / MB
+    return [
+        (
+            f"2 peak RSS streaming {rss.size / 1e9:.2f} GB: peak - baseline",
+            f"{delta_mb:.1f} MB",
+            f"child baseline {mib(rss.baseline_kib)} (imports+session)",
+            "-",
+            f"<= {RSS_TARGET_MB:.0f} MB {verdict(ok=delta_mb <= RSS_TARGET_MB)}",
+        ),
+        (
+            "  absolute peak (child VmHWM)",
+            mib(rss.peak_kib),
+            f"parent's RUSAGE_CHILDREN maxrss {mib(rss.children_maxrss_kib)}",
+            "-",
+            "HWM reset at baseline" if rss.reset else "HWM NOT reset",
+        ),
+        (
+            "  info: child's stream throughput",
+            mbps(rss.size, rss.seconds),
+            f"{rss.chunks} chunks in {rss.seconds:.1f} s; RSS at end "
+            + mib(rss.end_kib),
+            "-",
+            "-",
+        ),
+    ]
+
+
+def gate_table(gate_rows: list[GateRow]) -> tuple[list[Row], list[str]]:
+    """Rows of (3) and the per-tool notes."""
+    rows: list[Row] = []
+    notes = []
+    for tool in (BASH, OTHER_TOOL):
+        mine = [row for row in gate_rows if row.tool == tool]
+        small, large = mine[0], mine[-1]
+        for row in mine:
+            unit = "chars" if row.unit == SizeUnit.CHARS else "bytes"
+            rows.append(
+                (
+                    f'3 process(text, "{tool}") {row.size:,} {unit}',
+                    f"{row.process:,.0f} ns ({row.process / row.size:.2f} ns/char)",
+                    f"len {row.len:.0f} ns, encode {row.encode:,.0f} ns",
+                    f"{row.process / small.process:.2f}x smallest",
+                    f"limit {row.limit:,} {unit}",
+                )
+            )
+        growth = large.process / small.process
+        span_kb = (large.size - small.size) / 1024
+        slope = (large.process - small.process) / span_kb
+        enc_slope = (large.encode - small.encode) / span_kb
+        flat = growth <= FLAT_RATIO
+        rows[-1] = (*rows[-1][:4], f"flat <= {FLAT_RATIO}x {verdict(ok=flat)}")
+        notes.append(
+            f"(3) {tool}: largest/smallest {growth:.2f}x; {slope:+,.1f} ns per KB "
+            f"of input (encode baseline {enc_slope:+,.1f} ns per KB; len is O(1))"
+        )
+    return rows, notes
+
+
+def print_table(rows: list[Row]) -> None:
+    """Print rows under a header, columns padded."""
+    headers = ("case", "spillvault", "baseline (same run)", "ratio", "target")
+    table = [headers, *rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(headers))]
+    for row in table:
+        cells = zip(row, widths, strict=True)
+        print("  ".join(cell.ljust(width) for cell, width in cells).rstrip())
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Read the command line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--rounds", type=int, default=DEFAULT_ROUNDS, help="rounds of (1)"
+    )
+    parser.add_argument(
+        "--mb", type=float, default=DEFAULT_MB, help="MB spilled in (1) (50)"
+    )
+    parser.add_argument(
+        "--gb", type=float, default=None, help=f"GB streamed in (2) ({DEFAULT_GB})"
+    )
+    parser.add_argument(
+        "--error-every",
+        type=int,
+        default=DEFAULT_ERROR_EVERY,
+        help="one ERROR line (a key-line candidate) in this many (7)",
+    )
+    parser.add_argument("--dir", default=None, help="parent of the temp dir")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the three measurements, print the table, clean up."""
+    args = parse_args(argv)
+    if shutil.which("bash") is None:
+        print("bash not found", file=sys.stderr)
+        return 2
+    root = tempfile.mkdtemp(prefix="spillvault-bench-", dir=args.dir)
+    try:
+        return bench(root, args)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def bench(root: str, args: argparse.Namespace) -> int:
+    """Measure everything under `root` and print the table."""
+    kind = fs_type(root)
+    started = time.perf_counter()
+    print(
+        f"python {platform.python_version()} on {platform.system()} "
+        f"{platform.machine()}, {os.cpu_count()} CPUs, load {load_average()}; "
+        f"temp dir {root} ({kind})"
+    )
+    if kind in {"tmpfs", "ramfs"}:
+        print("WARNING: fsync is a no-op on this file system; use --dir")
+
+    # (2) first: before the parent holds the 50 MB text, and before any other
+    # child, so RUSAGE_CHILDREN's maximum is this child's.
+    total, disk_note = stream_size(
+        root, args.gb or DEFAULT_GB, explicit=args.gb is not None
+    )
+    print(disk_note)
+    rss_dir = os.path.join(root, "rss-session")
+    rss = stream_rss(rss_dir, total, args.error_every)
+    shutil.rmtree(rss_dir, ignore_errors=True)
+
+    built = time.perf_counter()
+    data = build_log(int(args.mb * MB), args.error_every)
+    built = time.perf_counter() - built
+    lines = data.count(b"\n")
+    print(
+        f"log text: {len(data) / MB:.1f} MB, {lines:,} lines, one "
+        f"ERROR line in {args.error_every}; built in {built:.2f} s; (1) is the "
+        f"median of {args.rounds} rounds after a warm-up, order alternating"
+    )
+    _, shell_label = hasher_command()
+    ext = ToolResultExternalizer(os.path.join(root, "session"))
+    try:
+        gate_rows, io, new_files = gate_costs(ext, data)
+        times = spill_rounds(ext, data, root, args.rounds)
+    finally:
+        ext.close()
+
+    rows, spill_note = spill_table(len(data), times, shell_label)
+    rows += rss_table(rss)
+    gate_rows_out, notes = gate_table(gate_rows)
+    rows += gate_rows_out
+    io_note = (
+        ", ".join(f"{key} {io[key]:+}" for key in ("syscr", "syscw", "rchar", "wchar"))
+        if io
+        else "/proc/self/io unavailable"
+    )
+    print()
+    print_table(rows)
+    print()
+    print(spill_note)
+    for note in notes:
+        print(note)
+    print(
+        f"(3) over all timed under-limit calls, net of reading the counters: "
+        f"{io_note}; "
+        f"new files in tool-results: {new_files}"
+    )
+    print(f"total {time.perf_counter() - started:.0f} s; load now {load_average()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
