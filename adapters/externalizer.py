@@ -24,7 +24,7 @@ from spillvault.domain.preview import (
     render_header,
     render_notice,
 )
-from spillvault.domain.summary import check_summary
+from spillvault.domain.summary import check_summary, summarize
 
 from .artifact_store import LocalArtifactStore
 from .reader import ArtifactReader
@@ -209,8 +209,6 @@ class ToolResultExternalizer:
 
     def summarize(self, output: str, tool_name: str) -> str:  # noqa: ARG002 - seed signature
         """Return the deterministic summary `output` would be stored with."""
-        from spillvault.domain.summary import summarize  # noqa: PLC0415
-
         lines = output.split("\n")
         first = next((line for line in lines if _visible(line)), "")
         count = len(lines) - (1 if output.endswith("\n") or not output else 0)

@@ -40,6 +40,7 @@ from .sqlite_store import SQLiteBackend
 if TYPE_CHECKING:
     from types import TracebackType
 
+    from spillvault.domain.policy import SpillPolicy
     from spillvault.domain.ports import Clock, FileSystem
 
     from .eventstore import SessionStore
@@ -69,7 +70,7 @@ class Session:
     fs: FileSystem
     clock: Clock
     dir_fd: int
-    policy: Any = None
+    policy: SpillPolicy | None = None
     recovery: ArtifactRecoveryReport | None = field(default=None, init=False)
     closed: bool = field(default=False, init=False)
     _externalizer: ToolResultExternalizer | None = field(
@@ -112,7 +113,7 @@ class Session:
 def open_session(  # noqa: PLR0913 - keyword-only injection points
     session_dir: str | os.PathLike[str],
     *,
-    policy: Any = None,
+    policy: SpillPolicy | None = None,
     event_store: str | None = None,
     fs: FileSystem | None = None,
     clock: Clock | None = None,
