@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -30,10 +29,9 @@ import weakref
 from contextlib import suppress
 from typing import TYPE_CHECKING, Self
 
-from spillvault.domain.artifact import Artifact, ArtifactContent
-from spillvault.domain.constants import CHUNK_SIZE
+from spillvault.domain.artifact import Artifact
 from spillvault.domain.errors import ArtifactAccessError
-from spillvault.domain.summary import check_summary, summarize
+from spillvault.domain.summary import check_summary
 from spillvault.domain.values import (
     ArtifactReference,
     ArtifactSource,
@@ -41,6 +39,7 @@ from spillvault.domain.values import (
     artifact_number,
 )
 
+from .content_writer import ContentWriter, summary_for
 from .fs import (
     EXCLUSIVE_CREATE,
     PRIVATE_FILE_MODE,
@@ -64,150 +63,9 @@ TMP_PREFIX = ".tmp-"
 MAX_ARTIFACT_DIGITS = 12
 """Numbers stay below 10**12, so `longest_handle()` bounds every handle."""
 MAX_ARTIFACT_NUMBER = 10**MAX_ARTIFACT_DIGITS - 1
-FIRST_LINE_BYTES = 1024
-"""How much of the first non-empty line is kept for the summary (>= 160 chars)."""
 _NAME_ATTEMPTS = 64
-_BLANK = bytes(range(0x21)) + b"\x7f"
-
-
-class ContentHasher:
-    """Hash bytes as they go by: whole digest, chunk digests, lines (S2.3, S2.5).
-
-    Memory is bounded: two hash states and at most `FIRST_LINE_BYTES` of the
-    first non-empty line. Lines split on newline bytes only; a last line without a
-    newline counts.
-    """
-
-    def __init__(self) -> None:
-        self._whole = hashlib.sha256()
-        self._chunk = hashlib.sha256()
-        self._chunk_fill = 0
-        self._chunk_newlines = 0
-        self._digests: list[str] = []
-        self._newlines: list[int] = []
-        self._total_newlines = 0
-        self._ends_with_newline = True
-        self._line = bytearray()
-        self._first_line: str | None = None
-        self.size = 0
-
-    def update(self, data: bytes, start: int = 0, end: int | None = None) -> None:
-        """Account for `data[start:end]` (no copy of the bytes is kept)."""
-        stop = len(data) if end is None else end
-        if stop <= start:
-            return
-        view = memoryview(data)
-        pos = start
-        while pos < stop:
-            piece_end = min(stop, pos + CHUNK_SIZE - self._chunk_fill)
-            piece = view[pos:piece_end]
-            self._whole.update(piece)
-            self._chunk.update(piece)
-            newlines = data.count(b"\n", pos, piece_end)
-            self._chunk_newlines += newlines
-            self._total_newlines += newlines
-            self._chunk_fill += piece_end - pos
-            if self._chunk_fill == CHUNK_SIZE:
-                self._close_chunk()
-            pos = piece_end
-        if self._first_line is None:
-            self._scan_first_line(data, start, stop)
-        self.size += stop - start
-        self._ends_with_newline = data[stop - 1] == 0x0A
-
-    def _close_chunk(self) -> None:
-        self._digests.append(self._chunk.hexdigest())
-        self._newlines.append(self._chunk_newlines)
-        self._chunk = hashlib.sha256()
-        self._chunk_fill = 0
-        self._chunk_newlines = 0
-
-    def _scan_first_line(self, data: bytes, start: int, stop: int) -> None:
-        pos = start
-        while pos < stop:
-            newline = data.find(b"\n", pos, stop)
-            line_end = stop if newline < 0 else newline
-            while pos < line_end and len(self._line) < FIRST_LINE_BYTES:
-                take = min(line_end, pos + FIRST_LINE_BYTES - len(self._line))
-                self._line += data[pos:take]
-                pos = take
-                stripped = self._line.lstrip(_BLANK)
-                if len(stripped) != len(self._line):
-                    self._line = bytearray(stripped)
-            if newline < 0:
-                return
-            if self._take_line():
-                return
-            pos = newline + 1
-
-    def _take_line(self) -> bool:
-        text = _visible(self._line)
-        self._line.clear()
-        if text:
-            self._first_line = text
-        return bool(text)
-
-    def finish(self) -> tuple[ArtifactContent, str]:
-        """Return the facts about every byte so far, and the first non-empty line.
-
-        The hasher is not changed: a stream may go on after a snapshot.
-        """
-        digests, newlines = list(self._digests), list(self._newlines)
-        if self._chunk_fill:
-            digests.append(self._chunk.copy().hexdigest())
-            newlines.append(self._chunk_newlines)
-        lines = self._total_newlines + (0 if self._ends_with_newline else 1)
-        content = ArtifactContent(
-            content_sha256=self._whole.hexdigest(),
-            size_bytes=self.size,
-            line_count=lines,
-            chunk_sha256=tuple(digests),
-            chunk_newlines=tuple(newlines),
-        )
-        first = self._first_line
-        if first is None:
-            first = _visible(self._line)
-        return content, first
-
-
-def _visible(raw: bytes | bytearray) -> str:
-    text = bytes(raw).decode("utf-8", errors="replace")
-    return "".join(c if c.isprintable() else " " for c in text).strip()
-
-
-def summary_for(content: ArtifactContent, first_line: str) -> str:
-    """Return the deterministic summary of stored bytes (S2.3)."""
-    return summarize(first_line, content.line_count, content.size_bytes)
-
-
-def hash_open_file(fs: FileSystem, fd: int) -> tuple[ArtifactContent, str]:
-    """Hash a whole open file with `pread` in 1 MiB steps (bounded memory)."""
-    hasher = ContentHasher()
-    offset = 0
-    while True:
-        data = fs.pread(fd, CHUNK_SIZE, offset)
-        if not data:
-            break
-        hasher.update(data)
-        offset += len(data)
-    return hasher.finish()
-
-
-def write_hashed(fs: FileSystem, fd: int, data: bytes, hasher: ContentHasher) -> None:
-    """Write all of `data`, at most 1 MiB per call, hashing exactly what was written.
-
-    After a failure the hasher describes the bytes that reached the file.
-    """
-    total = len(data)
-    pos = 0
-    while pos < total:
-        end = min(total, pos + CHUNK_SIZE)
-        piece = data if pos == 0 and end == total else data[pos:end]
-        written = fs.write(fd, piece)
-        if written <= 0:
-            raise OSError(errno.EIO, "write made no progress")
-        hasher.update(data, pos, pos + written)
-        pos += written
+_CREATE_READABLE = (EXCLUSIVE_CREATE & ~os.O_WRONLY) | os.O_RDWR
+"""Readable too: after a failed write the file is hashed back from disk."""
 
 
 def _as_bytes(chunk: object) -> bytes:
@@ -390,15 +248,13 @@ class LocalArtifactStore:
         captured_at = self._session.clock.now()
         fd, tmp = self._create_tmp()
         final: str | None = None
+        writer = ContentWriter(self._fs, fd, key_line_scanner)
         try:
-            hasher = ContentHasher()
             for chunk in chunks:
-                data = _as_bytes(chunk)
-                write_hashed(self._fs, fd, data, hasher)
-                if key_line_scanner is not None:
-                    key_line_scanner.feed(data)
+                writer.write(_as_bytes(chunk))
+            writer.close()
             self._fs.fsync(fd)
-            content, first_line = hasher.finish()
+            content, first_line = writer.content()
             final = self._link_fresh_name(tmp)
             self._fs.fsync(self._dir_fd)
             artifact = Artifact.store(
@@ -412,6 +268,7 @@ class LocalArtifactStore:
             )
             self._session.store.save_aggregates(artifact)
         except BaseException:
+            writer.close()
             self._discard(fd, tmp, final)
             raise
         try:
@@ -449,7 +306,7 @@ class LocalArtifactStore:
         removal of the just-created entry when chmod or flock fails.
         """
         fd = self._fs.open(
-            name, EXCLUSIVE_CREATE, PRIVATE_FILE_MODE, dir_fd=self._dir_fd
+            name, _CREATE_READABLE, PRIVATE_FILE_MODE, dir_fd=self._dir_fd
         )
         try:
             self._fs.fchmod(fd, PRIVATE_FILE_MODE)
@@ -572,8 +429,7 @@ class ArtifactStream:
         self._fs = owner.session.fs
         self._fd: int | None = fd
         self._artifact = artifact
-        self._scanner = key_line_scanner
-        self._hasher = ContentHasher()
+        self._writer = ContentWriter(self._fs, fd, key_line_scanner)
 
     @property
     def artifact(self) -> Artifact:
@@ -593,7 +449,7 @@ class ArtifactStream:
     @property
     def size(self) -> int:
         """Bytes written so far."""
-        return self._hasher.size
+        return self._writer.size
 
     @property
     def closed(self) -> bool:
@@ -602,15 +458,12 @@ class ArtifactStream:
 
     def write(self, data: bytes) -> None:
         """Append `data` verbatim."""
-        fd = self._writable()
-        chunk = _as_bytes(data)
+        self._writable()
         try:
-            write_hashed(self._fs, fd, chunk, self._hasher)
+            self._writer.write(_as_bytes(data))
         except OSError:
             self._seal_quietly(partial=True)
             raise
-        if self._scanner is not None:
-            self._scanner.feed(chunk)
 
     def close(self) -> Artifact:
         """Seal the artifact with its digest; idempotent once sealed."""
@@ -652,17 +505,12 @@ class ArtifactStream:
             raise ValueError(msg)
         return self._fd
 
-    def _content(self, fd: int) -> tuple[ArtifactContent, str]:
-        """Return the hashed facts; re-hash from disk if the file is not as written."""
-        if self._fs.fstat(fd).st_size == self._hasher.size:
-            return self._hasher.finish()
-        return hash_open_file(self._fs, fd)
-
     def _seal(self, *, partial: bool) -> Artifact:
         fd = self._writable()
         session = self._owner.session
         try:
-            content, first_line = self._content(fd)
+            self._writer.close()
+            content, first_line = self._writer.content()
             summary = summary_for(content, first_line)
             at = session.clock.now()
             if partial:
@@ -717,9 +565,6 @@ __all__ = [
     "MAX_ARTIFACT_DIGITS",
     "TMP_PREFIX",
     "ArtifactStream",
-    "ContentHasher",
     "LocalArtifactStore",
-    "hash_open_file",
     "open_artifact_file",
-    "write_hashed",
 ]

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from spillvault.domain.errors import ArtifactAccessError, SpillPolicyError
+from spillvault.domain.key_lines import KeyLineScanner
 from spillvault.domain.policy import SizeUnit, SpillPolicy
 from spillvault.domain.preview import (
-    KeyLineScanner,
     PreviewSource,
     PreviewText,
     build_preview,

@@ -31,7 +31,8 @@ from spillvault.domain.enums import ArtifactState
 from spillvault.domain.errors import ArtifactAccessError, ArtifactLeaseJournalError
 from spillvault.domain.values import artifact_number
 
-from .artifact_store import TMP_PREFIX, hash_open_file, summary_for
+from .artifact_store import TMP_PREFIX
+from .content_writer import hash_open_file, summary_for
 from .eventstore import retrying
 from .fs import READ_FLAGS, check_private, open_private_dir
 from .layout import TOOL_RESULTS_DIR

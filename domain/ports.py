@@ -135,8 +135,8 @@ class FileSystem(Protocol):
 class KeyLineScanner(Protocol):
     """Sees every stored chunk, in order, to pick key lines for the preview (S1.6)."""
 
-    def feed(self, chunk: bytes) -> None:
-        """Look at the next chunk of the stored bytes."""
+    def feed(self, chunk: bytes, newlines: int | None = None) -> None:
+        """Look at the next chunk of stored bytes (and its newline count, if known)."""
         ...
 
 

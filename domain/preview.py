@@ -19,33 +19,26 @@
 
 from __future__ import annotations
 
-import heapq
 import re
 import unicodedata
-from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from .policy import SCREEN_WORDS, SizeUnit, fold_case
+from .key_lines import KeyLine, scan_region
+from .policy import SizeUnit
 from .summary import SUMMARY_LIMIT
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable, Iterable
 
     from .policy import SpillPolicy
 
-KeyLine = tuple[int, str]
-
-KEY_LINE_SCAN_CHARS: Final = 500  # a line is matched on its first 500 characters
-KEY_LINE_SCAN_BYTES: Final = 4 * KEY_LINE_SCAN_CHARS  # always holds those characters
-_SCREEN_BYTES: Final = tuple(word.encode("ascii") for word in SCREEN_WORDS)
 KEY_LINE_SHOWN_CHARS: Final = 200
 MAX_DIGITS: Final = 20  # any count below 2**64
 SESSION_NAME_MAX: Final = 255  # NAME_MAX: the session id is one path component
 LINE_END_WINDOW: Final = 1024  # how far a cut may move to land on a line end
 CLUSTER_BACKOFF: Final = 32  # how far a cut may move to leave a combining sequence
 _ROUNDS: Final = 64
-_SLAB: Final = 1 << 20  # characters of a region split into lines at a time
 
 _ZWJ: Final = "\u200d"
 _BREAKING: Final = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -230,234 +223,6 @@ def fixed_parts_fit(
         session_id=session_id,
     )
     return worst <= limit.budget
-
-
-# ---------------------------------------------------------------- key lines
-
-
-class _Collector:
-    """Keep the first 2k and the last 2k key-line candidates, in line order."""
-
-    def __init__(self, max_key_lines: int) -> None:
-        self._cap = 2 * max_key_lines
-        self._first: list[KeyLine] = []
-        self._last: deque[KeyLine] = deque(maxlen=self._cap)
-
-    @property
-    def cap(self) -> int:
-        """How many candidates each end keeps."""
-        return self._cap
-
-    def room_in_first(self) -> int:
-        """How many candidates the first group still takes."""
-        return self._cap - len(self._first)
-
-    def add(self, number: int, text: str) -> None:
-        """Record one matching line."""
-        if len(self._first) < self._cap:
-            self._first.append((number, text))
-        else:
-            self._last.append((number, text))
-
-    def snapshot(self, extra: KeyLine | None = None) -> tuple[KeyLine, ...]:
-        """Return the kept candidates, plus `extra` (a later line) if given."""
-        if self._cap == 0:
-            return ()
-        first, last = list(self._first), list(self._last)
-        if extra is not None:
-            if len(first) < self._cap:
-                first.append(extra)
-            else:
-                last = [*last, extra][-self._cap :]
-        return tuple(first + last)
-
-
-class KeyLineScanner:
-    """Find key-line candidates in a byte stream, with bounded memory (S1.6)."""
-
-    def __init__(self, policy: SpillPolicy) -> None:
-        self._policy = policy
-        self._match = policy.is_key_line
-        self._found = _Collector(policy.max_key_lines)
-        self._line = 1
-        self._buffer = bytearray()
-        self._pending = False  # bytes seen since the last newline
-
-    def feed(self, data: bytes) -> None:
-        """Scan the next chunk; lines end at newline bytes and may span chunks."""
-        first = data.find(b"\n")
-        if first < 0:
-            self._keep(data, 0, len(data))
-            return
-        self._keep(data, 0, first)
-        self._end_line()
-        last = data.rfind(b"\n")
-        if last > first:
-            middle = data[first + 1 : last]
-            found: Iterable[KeyLine]
-            if self._policy.key_line_screen is not None and middle.isascii():
-                found = self._ascii_key_lines(middle)
-            else:
-                # Decoding whole lines at once equals decoding each (b"\n"
-                # never sits inside a UTF-8 sequence).
-                found = _key_lines_in(middle.decode("utf-8", "replace"), self._policy)
-            for index, scanned in found:
-                self._found.add(self._line + index, scanned)
-            self._line += middle.count(b"\n") + 1
-        self._keep(data, last + 1, len(data))
-
-    def _ascii_key_lines(self, block: bytes) -> list[KeyLine]:
-        """Key lines of an ASCII block, found with plain byte searches (fast path).
-
-        On ASCII, `bytes.lower()` folds case exactly as the screen expects.
-        Lines are judged front to back until the first candidates are taken;
-        after that only the block's last candidates can be kept, so the rest
-        is judged from its end backwards and the search stops early.
-        """
-        lowered = block.lower()
-        forward: list[tuple[int, str]] = []
-        judged = 0  # lines starting before this offset are judged
-        room = self._found.room_in_first()
-        if room:
-            hits = heapq.merge(*(_find_forward(lowered, w) for w in _SCREEN_BYTES))
-            for at in hits:
-                if at < judged:
-                    continue
-                start, end, scanned = self._line_at(block, at)
-                judged = end + 1
-                if self._match(scanned):
-                    forward.append((start, scanned))
-                    if len(forward) == room:
-                        break
-            else:
-                return _numbered(block, forward)
-        backward: list[tuple[int, str]] = []
-        below = len(block) + 1  # lines starting at or after this are judged
-        hits = heapq.merge(
-            *(_find_backward(lowered, w, judged) for w in _SCREEN_BYTES), reverse=True
-        )
-        for at in hits:
-            if at >= below:
-                continue
-            start, _, scanned = self._line_at(block, at)
-            below = start
-            if self._match(scanned):
-                backward.append((start, scanned))
-                if len(backward) == self._found.cap:
-                    break
-        return _numbered(block, forward + backward[::-1])
-
-    def _line_at(self, block: bytes, at: int) -> tuple[int, int, str]:
-        """Return (start, end, scanned text) of the line holding offset `at`."""
-        start = block.rfind(b"\n", 0, at) + 1
-        end = block.find(b"\n", at)
-        end = len(block) if end < 0 else end
-        head = block[start : min(end, start + KEY_LINE_SCAN_BYTES)]
-        return start, end, head.decode("ascii")[:KEY_LINE_SCAN_CHARS]
-
-    def _keep(self, data: bytes, start: int, stop: int) -> None:
-        """Add data[start:stop] to the current line, up to the scanned length."""
-        if stop > start:
-            self._pending = True
-            room = KEY_LINE_SCAN_BYTES - len(self._buffer)
-            if room > 0:
-                self._buffer += memoryview(data)[start : min(stop, start + room)]
-
-    def _current(self) -> str:
-        """Return the scanned part of the current line."""
-        return self._buffer.decode("utf-8", "replace")[:KEY_LINE_SCAN_CHARS]
-
-    def _end_line(self) -> None:
-        """Judge the finished line and start the next."""
-        text = self._current()
-        if self._match(text):
-            self._found.add(self._line, text)
-        self._line += 1
-        self._buffer.clear()
-        self._pending = False
-
-    def result(self) -> tuple[KeyLine, ...]:
-        """Return the candidates so far (an unterminated last line included)."""
-        extra = None
-        if self._pending:
-            text = self._current()
-            if self._match(text):
-                extra = (self._line, text)
-        return self._found.snapshot(extra)
-
-
-def _find_forward(data: bytes, word: bytes) -> Iterator[int]:
-    at = data.find(word)
-    while at >= 0:
-        yield at
-        at = data.find(word, at + 1)
-
-
-def _find_backward(data: bytes, word: bytes, low: int) -> Iterator[int]:
-    at = data.rfind(word, low)
-    while at >= 0:
-        yield at
-        at = data.rfind(word, low, at + len(word) - 1)
-
-
-def _numbered(block: bytes, found: list[tuple[int, str]]) -> list[KeyLine]:
-    """Turn (line start offset, text) pairs, ascending, into (line index, text)."""
-    numbered: list[KeyLine] = []
-    index = counted = 0
-    for start, text in found:
-        index += block.count(b"\n", counted, start)
-        counted = start
-        numbered.append((index, text))
-    return numbered
-
-
-def _key_lines_in(block: str, policy: SpillPolicy) -> Iterator[KeyLine]:
-    """Yield (0-based index, scanned text) of the key lines among block's lines."""
-    screen = policy.key_line_screen
-    if screen is None:
-        for index, line in enumerate(block.split("\n")):
-            scanned = line[:KEY_LINE_SCAN_CHARS]
-            if policy.is_key_line(scanned):
-                yield index, scanned
-        return
-    # Only lines the screen hits are split out and matched for real.
-    folded = fold_case(block)  # never adds or removes a newline
-    lines: list[str] | None = None
-    index = counted = pos = 0
-    while (hit := screen.search(folded, pos)) is not None:
-        index += folded.count("\n", counted, hit.start())
-        counted = hit.start()
-        lines = block.split("\n") if lines is None else lines
-        scanned = lines[index][:KEY_LINE_SCAN_CHARS]
-        if policy.is_key_line(scanned):
-            yield index, scanned
-        pos = folded.find("\n", hit.start()) + 1
-        if pos == 0:
-            return
-
-
-def _scan_region(
-    text: str, start: int, end: int, first_line: int, policy: SpillPolicy
-) -> tuple[KeyLine, ...]:
-    """Scan text[start:end] line by line, as KeyLineScanner scans its bytes."""
-    found = _Collector(policy.max_key_lines)
-    number, pos = first_line, start
-    while pos < end:
-        # A slab at a time, so a huge region never becomes one huge list.
-        stop = text.find("\n", min(pos + _SLAB, end), end)
-        stop = end if stop < 0 else stop + 1
-        # Lines are the pieces between newlines: none after a final newline.
-        block = text[pos : stop - 1] if text[stop - 1] == "\n" else text[pos:stop]
-        for index, scanned in _key_lines_in(block, policy):
-            found.add(number + index, scanned)
-        number += block.count("\n") + 1
-        pos = stop
-    return found.snapshot()
-
-
-def scan_key_lines(text: str, policy: SpillPolicy) -> tuple[KeyLine, ...]:
-    """Return the key-line candidates of a whole text (same as KeyLineScanner)."""
-    return _scan_region(text, 0, len(text), 1, policy)
 
 
 def _select(candidates: Iterable[KeyLine], count: int) -> list[KeyLine]:
@@ -718,7 +483,7 @@ class _Builder:
                 # The tail starts mid-line: judge that line on its own start.
                 newline = whole.find("\n", end)
                 end = len(whole) if newline < 0 else newline
-            found = _scan_region(whole, start, end, first, self.policy)
+            found = scan_region(whole, start, end, first, self.policy)
         return tuple(
             (n, line) for n, line in found if shape.covered_head < n < shape.tail_first
         )

@@ -16,11 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from spillvault.adapters.artifact_store import (
-    TMP_PREFIX,
-    ContentHasher,
-    LocalArtifactStore,
-)
+from spillvault.adapters.artifact_store import TMP_PREFIX, LocalArtifactStore
+from spillvault.adapters.content_writer import OVERLAP_MIN, ContentHasher
 from spillvault.adapters.fs import OsFileSystem
 from spillvault.adapters.session import open_session
 from spillvault.domain.artifact import Artifact
@@ -230,19 +227,18 @@ def test_caller_summary_is_used_and_validated_before_any_file(
     assert artifact.summary == "my summary"
 
 
-def test_key_line_scanner_sees_every_chunk_in_order(store: LocalArtifactStore) -> None:
-    class Scanner:
-        def __init__(self) -> None:
-            self.seen: list[bytes] = []
-
-        def feed(self, chunk: bytes) -> None:
-            self.seen.append(chunk)
-
-    scanner = Scanner()
-    data = b"line\n" * 1000
-    store.store(pieces(data, 333), source_tool="bash", key_line_scanner=scanner)
+@pytest.mark.parametrize("size", [333, OVERLAP_MIN + 1])
+def test_key_line_scanner_sees_every_chunk_in_order(
+    store: LocalArtifactStore, size: int
+) -> None:
+    scanner = RecordingScanner()
+    data = b"line\n" * 200_000
+    artifact = store.store(
+        pieces(data, size), source_tool="bash", key_line_scanner=scanner
+    )
+    assert artifact.content == expected(data)
     assert b"".join(scanner.seen) == data
-    assert len(scanner.seen) == -(-len(data) // 333)
+    assert len(scanner.seen) == -(-len(data) // size)
 
 
 def test_non_bytes_chunks_are_refused_and_leave_nothing(
@@ -489,7 +485,7 @@ def test_files_are_0600_and_dirs_0700_whatever_the_umask(
     seen_tmp: list[tuple[int, bool]] = []
 
     class Spy:
-        def feed(self, chunk: bytes) -> None:
+        def feed(self, chunk: bytes, newlines: int | None = None) -> None:
             tool_results = session_dir / "tool-results"
             for name in os.listdir(tool_results):
                 if name.startswith(TMP_PREFIX):
@@ -756,23 +752,38 @@ def test_fail_and_an_exception_in_the_block_seal_partial(
     assert second.artifact.content == expected(b"some\nbytes")
 
 
+class RecordingScanner:
+    """A key-line scanner that keeps every chunk it is fed."""
+
+    def __init__(self) -> None:
+        self.seen: list[bytes] = []
+
+    def feed(self, chunk: bytes, newlines: int | None = None) -> None:
+        assert newlines is None or newlines == chunk.count(b"\n")
+        self.seen.append(chunk)
+
+
+# 5000 bytes are written inline; 3 MiB on the helper thread while hashed (S2.4).
+@pytest.mark.parametrize("size", [5000, OVERLAP_MIN, 3 * MiB + 7])
 def test_a_write_failure_seals_partial_over_the_bytes_on_disk(
-    session_dir: Path,
+    session_dir: Path, size: int
 ) -> None:
     fs = FaultyFS()
+    scanner = RecordingScanner()
     with (
         open_session(session_dir, event_store="memory", fs=fs) as session,
         LocalArtifactStore(session) as store,
     ):
-        stream = store.open_stream("t")
+        stream = store.open_stream("t", key_line_scanner=scanner)
         stream.write(b"first\n")
+        stream.write(b"x\n" * size)
         fs.partial_write = 100
         fs.arm("write", errno.ENOSPC)
         with pytest.raises(OSError) as caught:
-            stream.write(b"y" * 5000)
+            stream.write(b"y" * size)
         assert caught.value.errno == errno.ENOSPC
         on_disk = (session_dir / "tool-results" / stream.filename).read_bytes()
-        assert on_disk == b"first\n" + b"y" * 100
+        assert on_disk == b"first\n" + b"x\n" * size + b"y" * 100
         assert stream.closed
         assert stream.artifact.state == "partial"
         assert stream.artifact.content == expected(on_disk)
@@ -780,6 +791,8 @@ def test_a_write_failure_seals_partial_over_the_bytes_on_disk(
         recorded = session.store.get_artifact(stream.filename)
         assert recorded is not None
         assert recorded.state == "partial"
+    # The scanner saw whole written chunks only: never the failed one.
+    assert scanner.seen == [b"first\n", b"x\n" * size]
 
 
 def test_a_failing_close_fsync_seals_partial(session_dir: Path) -> None:

@@ -11,12 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spillvault.domain.policy import SizeUnit, SpillPolicy, ToolLimit
-from spillvault.domain.preview import (
-    CLUSTER_BACKOFF,
+from spillvault.domain.key_lines import (
     KEY_LINE_SCAN_BYTES,
     KEY_LINE_SCAN_CHARS,
     KeyLineScanner,
+    scan_key_lines,
+)
+from spillvault.domain.policy import SizeUnit, SpillPolicy, ToolLimit
+from spillvault.domain.preview import (
+    CLUSTER_BACKOFF,
     PreviewSource,
     PreviewText,
     _escape,
@@ -24,7 +27,6 @@ from spillvault.domain.preview import (
     fixed_parts_fit,
     render_header,
     render_notice,
-    scan_key_lines,
     worst_fixed_size,
 )
 

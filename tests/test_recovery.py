@@ -131,7 +131,7 @@ def test_a_live_writers_tmp_and_stream_are_skipped(
     seen: list[dict[str, list[str]]] = []
 
     class RecoverMidway:
-        def feed(self, chunk: bytes) -> None:
+        def feed(self, chunk: bytes, newlines: int | None = None) -> None:
             if not seen:
                 seen.append(report_of(session))
 

@@ -1,0 +1,277 @@
+"""Key lines: the candidate lines a preview shows from the omitted middle (S1.6).
+
+A line is a candidate when one of the policy's key-line patterns matches its
+first `KEY_LINE_SCAN_CHARS` characters. Only the first and the last
+`2 * max_key_lines` candidates are kept; the preview picks among those.
+`KeyLineScanner` finds them in a byte stream with bounded memory;
+`scan_key_lines` / `scan_region` in a text. Both agree on every input.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Final
+
+from . import screen
+from .policy import fold_case
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator
+
+    from .policy import SpillPolicy
+
+KeyLine = tuple[int, str]
+"""(1-based line number, the line's scanned text)"""
+
+KEY_LINE_SCAN_CHARS: Final = 500  # a line is matched on its first 500 characters
+KEY_LINE_SCAN_BYTES: Final = 4 * KEY_LINE_SCAN_CHARS  # always holds those characters
+BACK_WINDOW: Final = 16 * 1024
+"""Bytes a block's last candidates are first looked for in (then 4x, 16x, ...)."""
+_SLAB: Final = 1 << 20  # characters of a region split into lines at a time
+
+
+class _Collector:
+    """Keep the first 2k and the last 2k key-line candidates, in line order."""
+
+    def __init__(self, max_key_lines: int) -> None:
+        self._cap = 2 * max_key_lines
+        self._first: list[KeyLine] = []
+        self._last: deque[KeyLine] = deque(maxlen=self._cap)
+
+    @property
+    def cap(self) -> int:
+        """How many candidates each end keeps."""
+        return self._cap
+
+    def room_in_first(self) -> int:
+        """How many candidates the first group still takes."""
+        return self._cap - len(self._first)
+
+    def add(self, number: int, text: str) -> None:
+        """Record one matching line."""
+        if len(self._first) < self._cap:
+            self._first.append((number, text))
+        else:
+            self._last.append((number, text))
+
+    def snapshot(self, extra: KeyLine | None = None) -> tuple[KeyLine, ...]:
+        """Return the kept candidates, plus `extra` (a later line) if given."""
+        if self._cap == 0:
+            return ()
+        first, last = list(self._first), list(self._last)
+        if extra is not None:
+            if len(first) < self._cap:
+                first.append(extra)
+            else:
+                last = [*last, extra][-self._cap :]
+        return tuple(first + last)
+
+
+class KeyLineScanner:
+    """Find key-line candidates in a byte stream, with bounded memory (S1.6)."""
+
+    def __init__(self, policy: SpillPolicy, *, back_window: int = BACK_WINDOW) -> None:
+        self._policy = policy
+        self._match = policy.is_key_line
+        self._found = _Collector(policy.max_key_lines)
+        self._back_window = back_window
+        self._fast = screen.AVAILABLE and policy.key_line_screen is not None
+        self._line = 1
+        self._buffer = bytearray()
+        self._pending = False  # bytes seen since the last newline
+
+    def feed(self, data: bytes, newlines: int | None = None) -> None:
+        """Scan the next chunk; lines end at newline bytes and may span chunks.
+
+        `newlines`, when given, is the chunk's count of newline bytes.
+        """
+        first = data.find(b"\n")
+        if first < 0:
+            self._keep(data, 0, len(data))
+            return
+        self._keep(data, 0, first)
+        self._end_line()
+        last = data.rfind(b"\n")
+        if last > first:
+            # The whole lines strictly between the first and the last newline.
+            inner = data.count(b"\n") if newlines is None else newlines
+            found: Iterable[KeyLine]
+            if self._fast and data.isascii():
+                found = _AsciiBlock(data, first + 1, last, inner - 1, self).key_lines()
+            else:
+                # Decoding whole lines at once equals decoding each (b"\n"
+                # never sits inside a UTF-8 sequence).
+                text = data[first + 1 : last].decode("utf-8", "replace")
+                found = _key_lines_in(text, self._policy)
+            for index, scanned in found:
+                self._found.add(self._line + index, scanned)
+            self._line += inner - 1
+        self._keep(data, last + 1, len(data))
+
+    def _keep(self, data: bytes, start: int, stop: int) -> None:
+        """Add data[start:stop] to the current line, up to the scanned length."""
+        if stop > start:
+            self._pending = True
+            room = KEY_LINE_SCAN_BYTES - len(self._buffer)
+            if room > 0:
+                self._buffer += memoryview(data)[start : min(stop, start + room)]
+
+    def _current(self) -> str:
+        """Return the scanned part of the current line."""
+        return self._buffer.decode("utf-8", "replace")[:KEY_LINE_SCAN_CHARS]
+
+    def _end_line(self) -> None:
+        """Judge the finished line and start the next."""
+        text = self._current()
+        if self._match(text):
+            self._found.add(self._line, text)
+        self._line += 1
+        self._buffer.clear()
+        self._pending = False
+
+    def result(self) -> tuple[KeyLine, ...]:
+        """Return the candidates so far (an unterminated last line included)."""
+        extra = None
+        if self._pending:
+            text = self._current()
+            if self._match(text):
+                extra = (self._line, text)
+        return self._found.snapshot(extra)
+
+
+class _AsciiBlock:
+    """Whole ASCII lines data[start:stop] (`lines` of them), judged fast.
+
+    Only lines holding a screen word can match. Lines are judged front to
+    back until the first candidates are taken; after that only the block's
+    last candidates can be kept, so the rest is judged from its end
+    backwards, one window at a time, stopping as soon as they are found.
+    """
+
+    def __init__(
+        self, data: bytes, start: int, stop: int, lines: int, scanner: KeyLineScanner
+    ) -> None:
+        self.data, self.start, self.stop, self.lines = data, start, stop, lines
+        self.match: Callable[[str], bool] = scanner._match  # noqa: SLF001
+        self.room = scanner._found.room_in_first()  # noqa: SLF001
+        self.cap = scanner._found.cap  # noqa: SLF001
+        self.window = scanner._back_window  # noqa: SLF001
+
+    def key_lines(self) -> list[KeyLine]:
+        """Return (0-based line index in the block, scanned text), ascending."""
+        forward, judged = self._forward() if self.room else ([], self.start)
+        if judged > self.stop:  # every line judged
+            return self._numbered_from_start(forward)
+        return self._numbered_from_start(forward) + self._backward(judged)
+
+    def _forward(self) -> tuple[list[tuple[int, str]], int]:
+        found: list[tuple[int, str]] = []
+        judged = self.start  # lines starting before this offset are judged
+
+        def visit(at: int) -> bool:
+            nonlocal judged
+            if at < judged:
+                return False
+            line_start, line_end, scanned = self._line_at(at)
+            judged = line_end + 1
+            if self.match(scanned):
+                found.append((line_start, scanned))
+            return len(found) == self.room
+
+        screen.each_word(self.data, self.start, self.stop, visit)
+        if len(found) < self.room:
+            judged = self.stop + 1
+        return found, judged
+
+    def _backward(self, judged: int) -> list[KeyLine]:
+        found: list[KeyLine] = []
+        below = self.stop + 1  # lines starting at or after this are judged
+        after, counted = 0, self.stop  # newlines in data[counted:stop]
+        high, width = self.stop, self.window
+        while high > judged and len(found) < self.cap:
+            low = max(judged, high - width)
+            for at in reversed(screen.word_starts(self.data, low, high)):
+                if at >= below:
+                    continue
+                line_start, _, scanned = self._line_at(at)
+                below = line_start
+                if self.match(scanned):
+                    after += self.data.count(b"\n", line_start, counted)
+                    counted = line_start
+                    found.append((self.lines - 1 - after, scanned))
+                    if len(found) == self.cap:
+                        break
+            high, width = low, width * 4
+        return found[::-1]
+
+    def _line_at(self, at: int) -> tuple[int, int, str]:
+        """Return (start, end, scanned text) of the line holding offset `at`."""
+        data = self.data
+        start = max(data.rfind(b"\n", self.start, at) + 1, self.start)
+        end = data.find(b"\n", at, self.stop)
+        end = self.stop if end < 0 else end
+        head = data[start : min(end, start + KEY_LINE_SCAN_BYTES)]
+        return start, end, head.decode("ascii")[:KEY_LINE_SCAN_CHARS]
+
+    def _numbered_from_start(self, found: list[tuple[int, str]]) -> list[KeyLine]:
+        numbered: list[KeyLine] = []
+        index, counted = 0, self.start
+        for line_start, text in found:
+            index += self.data.count(b"\n", counted, line_start)
+            counted = line_start
+            numbered.append((index, text))
+        return numbered
+
+
+def _key_lines_in(block: str, policy: SpillPolicy) -> Iterator[KeyLine]:
+    """Yield (0-based index, scanned text) of the key lines among block's lines."""
+    screen = policy.key_line_screen
+    if screen is None:
+        for index, line in enumerate(block.split("\n")):
+            scanned = line[:KEY_LINE_SCAN_CHARS]
+            if policy.is_key_line(scanned):
+                yield index, scanned
+        return
+    # Only lines the screen hits are split out and matched for real.
+    folded = fold_case(block)  # never adds or removes a newline
+    lines: list[str] | None = None
+    index = counted = pos = 0
+    while (hit := screen.search(folded, pos)) is not None:
+        index += folded.count("\n", counted, hit.start())
+        counted = hit.start()
+        lines = block.split("\n") if lines is None else lines
+        scanned = lines[index][:KEY_LINE_SCAN_CHARS]
+        if policy.is_key_line(scanned):
+            yield index, scanned
+        pos = folded.find("\n", hit.start()) + 1
+        if pos == 0:
+            return
+
+
+def scan_region(
+    text: str, start: int, end: int, first_line: int, policy: SpillPolicy
+) -> tuple[KeyLine, ...]:
+    """Scan text[start:end] line by line, as KeyLineScanner scans its bytes."""
+    if text.isascii():  # O(1) on a str: the scanner's fast path applies
+        scanner = KeyLineScanner(policy)
+        for pos in range(start, end, _SLAB):
+            scanner.feed(text[pos : min(end, pos + _SLAB)].encode("ascii"))
+        return tuple((first_line - 1 + n, line) for n, line in scanner.result())
+    found = _Collector(policy.max_key_lines)
+    number, pos = first_line, start
+    while pos < end:
+        # A slab at a time, so a huge region never becomes one huge list.
+        stop = text.find("\n", min(pos + _SLAB, end), end)
+        stop = end if stop < 0 else stop + 1
+        # Lines are the pieces between newlines: none after a final newline.
+        block = text[pos : stop - 1] if text[stop - 1] == "\n" else text[pos:stop]
+        for index, scanned in _key_lines_in(block, policy):
+            found.add(number + index, scanned)
+        number += block.count("\n") + 1
+        pos = stop
+    return found.snapshot()
+
+
+def scan_key_lines(text: str, policy: SpillPolicy) -> tuple[KeyLine, ...]:
+    """Return the key-line candidates of a whole text (same as KeyLineScanner)."""
+    return scan_region(text, 0, len(text), 1, policy)

@@ -1,0 +1,179 @@
+"""The key-line screen and the scanner's ASCII fast path (S1.6)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spillvault.domain import screen
+from spillvault.domain.key_lines import (
+    KEY_LINE_SCAN_CHARS,
+    KeyLine,
+    KeyLineScanner,
+    scan_key_lines,
+)
+from spillvault.domain.policy import SCREEN_WORDS, SpillPolicy
+
+WORDS = [word.encode() for word in SCREEN_WORDS]
+
+# ASCII lines, most of them carrying a screen word in some case, some a word
+# split by a newline or glued to another: the fast path's territory.
+ascii_lines = st.lists(
+    st.one_of(
+        st.sampled_from(
+            [
+                "ok",
+                "ERROR: upstream 502",
+                "Failed to fetch",
+                "traceback (most recent call last)",
+                "",
+                "PANIC! at the disco",
+                "Segmentation Fault (core dumped)",
+                "error" * 3,
+                "fail",
+                "erro",
+                "r",
+                "assertion ok",
+                "exceptional",
+            ]
+        ),
+        st.text(alphabet="abcdefilnoprstuERFOAIL :!", max_size=30),
+    ),
+    max_size=200,
+)
+
+
+def reference_key_lines(text: str, policy: SpillPolicy) -> tuple[KeyLine, ...]:
+    """S1.6 by the letter: every line judged on its scanned start; both ends kept."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # a final newline ends the last line; it starts none
+    found = [
+        (number, line[:KEY_LINE_SCAN_CHARS])
+        for number, line in enumerate(lines, 1)
+        if policy.is_key_line(line[:KEY_LINE_SCAN_CHARS])
+    ]
+    cap = 2 * policy.max_key_lines
+    if len(found) <= 2 * cap:
+        return tuple(found)
+    return tuple(found[:cap] + found[len(found) - cap :])
+
+
+def naive_word_starts(data: bytes, start: int, stop: int) -> list[int]:
+    lowered = data.lower()
+    found = set()
+    for word in WORDS:
+        at = lowered.find(word, start)
+        while 0 <= at < stop:
+            found.add(at)
+            at = lowered.find(word, at + 1)
+    return sorted(found)
+
+
+def test_hyperscan_is_available_here() -> None:
+    # A dependency on Linux: without it every scan takes the general path.
+    assert screen.AVAILABLE
+
+
+@given(lines=ascii_lines, bounds=st.tuples(st.integers(0, 9999), st.integers(0, 9999)))
+def test_word_starts_finds_what_a_naive_search_finds(
+    lines: list[str], bounds: tuple[int, int]
+) -> None:
+    data = "\n".join(lines).encode()
+    start, stop = sorted(b % (len(data) + 1) for b in bounds)
+    starts = screen.word_starts(data, start, stop)
+    # (overlapping words at one offset are reported once each)
+    assert sorted(set(starts)) == naive_word_starts(data, start, stop)
+
+
+@given(lines=ascii_lines, stop_after=st.integers(1, 20))
+def test_each_word_visits_in_line_order_and_stops_when_told(
+    lines: list[str], stop_after: int
+) -> None:
+    data = "\n".join(lines).encode()
+    seen: list[int] = []
+
+    def visit(at: int) -> bool:
+        seen.append(at)
+        return len(seen) == stop_after
+
+    screen.each_word(data, 0, len(data), visit)
+    expected = naive_word_starts(data, 0, len(data))
+    assert set(seen) <= set(expected)
+    assert len(seen) == min(stop_after, len(seen_all := _all_visits(data)))
+    assert seen == seen_all[: len(seen)]
+    line_of = [data.count(b"\n", 0, at) for at in seen]
+    assert line_of == sorted(line_of)
+
+
+def _all_visits(data: bytes) -> list[int]:
+    visits: list[int] = []
+    screen.each_word(data, 0, len(data), lambda at: visits.append(at) is not None)
+    return visits
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lines=ascii_lines,
+    cuts=st.lists(st.integers(1, 400), max_size=12),
+    window=st.sampled_from([1, 2, 7, 64, 4096]),
+    max_key_lines=st.integers(0, 4),
+)
+def test_the_fast_path_in_any_window_equals_a_whole_text_scan(
+    lines: list[str], cuts: list[int], window: int, max_key_lines: int
+) -> None:
+    text = "\n".join(lines)
+    data = text.encode()
+    policy = SpillPolicy(max_key_lines=max_key_lines)
+    scanner = KeyLineScanner(policy, back_window=window)
+    position = 0
+    for cut in cuts:
+        piece = data[position : position + cut]
+        scanner.feed(piece, piece.count(b"\n") if cut % 2 else None)
+        position += cut
+    scanner.feed(data[position:])
+    assert scanner.result() == reference_key_lines(text, policy)
+    assert scan_key_lines(text, policy) == reference_key_lines(text, policy)
+
+
+def test_a_megabyte_of_dense_key_lines_keeps_the_right_ends() -> None:
+    lines = [f"{i} {'ERROR' if i % 3 == 0 else 'info'} row" for i in range(1, 60_001)]
+    data = ("\n".join(lines) + "\n").encode()
+    scanner = KeyLineScanner(SpillPolicy(max_key_lines=3))
+    for start in range(0, len(data), 1 << 20):
+        scanner.feed(data[start : start + (1 << 20)])
+    numbers = [n for n, _ in scanner.result()]
+    assert numbers == [
+        3,
+        6,
+        9,
+        12,
+        15,
+        18,
+        59_985,
+        59_988,
+        59_991,
+        59_994,
+        59_997,
+        60_000,
+    ]
+
+
+any_text = st.lists(
+    st.one_of(
+        st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20),
+        st.sampled_from(["\n", "\r\n", "error", "字", "\u2028", "fa\u0130l"]),
+        st.sampled_from(["Segmentation fault", "\u017fegmentation fault", "Traceback"]),
+    ),
+    max_size=40,
+).map("".join)
+
+
+@given(text=any_text, max_key_lines=st.integers(0, 3))
+def test_any_text_scans_as_the_reference_says(text: str, max_key_lines: int) -> None:
+    policy = SpillPolicy(max_key_lines=max_key_lines)
+    expected = reference_key_lines(text, policy)
+    assert scan_key_lines(text, policy) == expected
+    scanner = KeyLineScanner(policy)
+    scanner.feed(text.encode())
+    assert scanner.result() == expected
