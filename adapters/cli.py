@@ -90,6 +90,56 @@ def _add_artifact_commands(commands: Any) -> None:
     listing.set_defaults(handler=_handler("ls_command"))
 
 
+def _lease_handler(name: str) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        from . import cli_leases  # noqa: PLC0415 - load only what the command needs
+
+        handler: Callable[[argparse.Namespace], int] = getattr(cli_leases, name)
+        return handler(args)
+
+    return run
+
+
+def _add_lease_commands(commands: Any) -> None:
+    journal = commands.add_parser("journal", help="check or rebuild the lease journal")
+    journal_commands = journal.add_subparsers(dest="journal_command", required=True)
+    verify = journal_commands.add_parser(
+        "verify", help="verify every record against the event store"
+    )
+    _session_option(verify)
+    verify.set_defaults(handler=_lease_handler("journal_verify_command"))
+    repair = journal_commands.add_parser(
+        "repair", help="rebuild it from the event store, keeping the old file aside"
+    )
+    _session_option(repair)
+    repair.set_defaults(handler=_lease_handler("journal_repair_command"))
+
+    owner_help = "the memory owner: sqlite:PATH or postgres:DSN"
+    reconcile = commands.add_parser(
+        "reconcile", help="settle prepared and committed leases with their owner"
+    )
+    _session_option(reconcile)
+    reconcile.add_argument("--owner", required=True, help=owner_help)
+    reconcile.add_argument(
+        "--min-age", default="5m", help="leave younger prepared leases alone (5m)"
+    )
+    reconcile.set_defaults(handler=_lease_handler("reconcile_command"))
+
+    lease = commands.add_parser("lease", help="operator actions on one lease")
+    lease_commands = lease.add_subparsers(dest="lease_command", required=True)
+    resolve = lease_commands.add_parser(
+        "resolve", help="commit or abort a prepared lease, checked through the owner"
+    )
+    _session_option(resolve)
+    resolve.add_argument("transaction_id", metavar="TX")
+    resolve.add_argument("--owner", required=True, help=owner_help)
+    decision = resolve.add_mutually_exclusive_group(required=True)
+    decision.add_argument("--abort", action="store_true", help="seal, then abort")
+    decision.add_argument("--commit", action="store_true", help="owner must hold it")
+    resolve.add_argument("--reason", required=True, help="why (kept in the output)")
+    resolve.set_defaults(handler=_lease_handler("lease_resolve_command"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the parser with every subcommand."""
     parser = argparse.ArgumentParser(
@@ -111,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(handler=_run_demo)
     _add_artifact_commands(commands)
+    _add_lease_commands(commands)
     return parser
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import time
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
@@ -19,6 +19,7 @@ from eventsourcing.utils import Environment
 from spillvault.domain.artifact import Artifact
 from spillvault.domain.errors import ArtifactLeaseJournalError, ArtifactStoreConflict
 from spillvault.domain.lease import Lease
+from spillvault.domain.lease_view import LEASE_VIEW_ID, LeaseView
 from spillvault.domain.numbering import ARTIFACT_NUMBERS_ID, ArtifactNumbers
 from spillvault.domain.store_identity import STORE_IDENTITY_ID, StoreIdentity
 
@@ -46,6 +47,7 @@ class SessionStore(Application[UUID]):
     """One session's aggregates, in one store, under one notification log."""
 
     name = "spillvault"
+    snapshotting_intervals: ClassVar[dict[type[Any], int]] = {LeaseView: 16}
 
     def __init__(
         self,
@@ -64,7 +66,7 @@ class SessionStore(Application[UUID]):
 
     def construct_env(self, name: str, env: Any = None) -> Environment:
         """Use only the settings given here: never the process environment."""
-        return Environment(name, dict(env or {}))
+        return Environment(name, {**dict(env or {}), "IS_SNAPSHOTTING_ENABLED": "y"})
 
     def construct_factory(self, env: Environment) -> InfrastructureFactory[Any]:
         """Use the backend's factory when it gives one."""
@@ -129,6 +131,18 @@ class SessionStore(Application[UUID]):
             msg = f"unknown transaction id {transaction_id!r}"
             raise ArtifactLeaseJournalError(msg)
         return lease
+
+    def get_lease_by_id(self, lease_id: UUID) -> Lease:
+        """Load a lease by its aggregate id."""
+        lease = self._get(Lease, lease_id)
+        if lease is None:
+            msg = f"unknown lease {lease_id}"
+            raise ArtifactLeaseJournalError(msg)
+        return lease
+
+    def get_lease_view(self) -> LeaseView | None:
+        """Load the saved lease view (S8.1), or None when never saved."""
+        return self._get(LeaseView, LEASE_VIEW_ID)
 
     def find_lease(self, transaction_id: str) -> Lease | None:
         """Load a lease if it exists."""

@@ -9,6 +9,7 @@ marker and store agree; anything else that may hide evidence is refused with
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from .session_lock import LOCK_NAME, SessionLock, session_lock_for
 from .sqlite_store import SQLiteBackend
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from types import TracebackType
 
     from spillvault.domain.policy import SpillPolicy
@@ -45,12 +47,16 @@ if TYPE_CHECKING:
 
     from .eventstore import SessionStore
     from .externalizer import ToolResultExternalizer
+    from .lease_projection import LeaseProjection
     from .memory_store import MemoryBackend as _Memory
     from .postgres_store import PostgresBackend as _Postgres
     from .recovery import ArtifactRecoveryReport
+    from .retention_journal import ArtifactRetentionJournal
     from .sqlite_store import SQLiteBackend as _SQLite
 
     Backend = _SQLite | _Postgres | _Memory
+
+logger = logging.getLogger(__name__)
 
 MARKER_FORMAT = "spillvault-session"
 MARKER_LIMIT = 4096
@@ -76,6 +82,10 @@ class Session:
     _externalizer: ToolResultExternalizer | None = field(
         default=None, init=False, repr=False
     )
+    _journal: ArtifactRetentionJournal | None = field(
+        default=None, init=False, repr=False
+    )
+    _projection: LeaseProjection | None = field(default=None, init=False, repr=False)
 
     @property
     def externalizer(self) -> ToolResultExternalizer:
@@ -88,10 +98,37 @@ class Session:
             )
         return self._externalizer
 
+    @property
+    def journal(self) -> ArtifactRetentionJournal:
+        """Return the session's retention leases and journal (S4, S5)."""
+        if self._journal is None:
+            from .retention_journal import ArtifactRetentionJournal  # noqa: PLC0415
+
+            self._journal = ArtifactRetentionJournal(self.path, session=self)
+        return self._journal
+
+    def lease_projection(
+        self, create: Callable[[], LeaseProjection]
+    ) -> LeaseProjection:
+        """Return the session's one lease projection, made on first use."""
+        if self._projection is None:
+            self._projection = create()
+        return self._projection
+
     def close(self) -> None:
-        """Close the store and the directory descriptor (idempotent)."""
+        """Save the lease view; close the store and the directory fd (idempotent)."""
         if self.closed:
             return
+        try:
+            if self._projection is not None:
+                self._projection.save()
+        except (OSError, ArtifactLeaseJournalError) as error:
+            # The view is a cache of the event log: the next open replays more.
+            logger.warning("lease view not saved at close: %s", error)
+        finally:
+            self._close_resources()
+
+    def _close_resources(self) -> None:
         self.closed = True
         if self._externalizer is not None:
             self._externalizer.store.close()
@@ -168,6 +205,7 @@ def open_session(  # noqa: PLR0913 - keyword-only injection points
     try:
         if recover:
             session.recovery = recover_artifacts(session)
+            session.journal.sync()
     except BaseException:
         session.close()
         raise

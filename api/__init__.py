@@ -10,7 +10,11 @@ from spillvault.adapters.externalizer import (
     GateOutcome,
     ToolResultExternalizer,
 )
+from spillvault.adapters.memory_owner import InMemoryOwner
+from spillvault.adapters.owner_common import ArtifactOwnerError
+from spillvault.adapters.retention_journal import ArtifactRetentionJournal
 from spillvault.adapters.session import Session, open_session
+from spillvault.adapters.sqlite_owner import SQLiteOwner
 from spillvault.domain import (
     BASH_MAX_OUTPUT_LENGTH,
     DEFAULT_ORPHAN_TTL_SECONDS,
@@ -46,6 +50,17 @@ from spillvault.domain import (
 from spillvault.domain.policy import SizeUnit, SpillPolicy, ToolLimit
 from spillvault.domain.reading import GrepMatch, GrepResult
 
+
+def __getattr__(name: str) -> object:
+    """Import `PostgresOwner` on first use: it needs the `postgres` extra."""
+    if name == "PostgresOwner":
+        from spillvault.adapters.postgres_owner import PostgresOwner  # noqa: PLC0415
+
+        return PostgresOwner
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)
+
+
 try:
     __version__ = version("spillvault")
 except PackageNotFoundError:  # pragma: no cover - running from an unusual layout
@@ -68,6 +83,7 @@ __all__ = [
     "ArtifactLeaseState",
     "ArtifactLeaseTransaction",
     "ArtifactMemoryReference",
+    "ArtifactOwnerError",
     "ArtifactOwnerGenerationChanged",
     "ArtifactPublicationRejected",
     "ArtifactReconciliationReport",
@@ -78,12 +94,16 @@ __all__ = [
     "ArtifactReferencePresence",
     "ArtifactRetentionClaim",
     "ArtifactRetentionError",
+    "ArtifactRetentionJournal",
     "ArtifactSource",
     "ArtifactStoreConflict",
     "ExternalizedToolResult",
     "GateOutcome",
     "GrepMatch",
     "GrepResult",
+    "InMemoryOwner",
+    "PostgresOwner",
+    "SQLiteOwner",
     "Session",
     "SizeUnit",
     "SpillPolicy",

@@ -38,3 +38,32 @@ def reserve_numbers(path: str, count: int, start: Any, results: Any) -> None:
     start.wait()
     with open_session(path) as session:
         results.put([session.store.reserve_artifact_number() for _ in range(count)])
+
+
+def publish_many(  # noqa: PLR0917 - one child's whole job
+    path: str, claim: dict[str, Any], prefix: str, count: int, start: Any, results: Any
+) -> None:
+    """Wait for the start signal, then publish `count` references to one artifact."""
+    from spillvault.domain.values import ArtifactRetentionClaim  # noqa: PLC0415
+
+    start.wait()
+    with open_session(path) as session:
+        for n in range(count):
+            session.journal.publish_reference(
+                ArtifactRetentionClaim.from_dict(claim),
+                lambda: None,
+                transaction_id=f"{prefix}-{n}",
+            )
+    results.put(prefix)
+
+
+def reconcile_with_sqlite_owner(
+    path: str, owner_path: str, tx: str, start: Any, results: Any
+) -> None:
+    """Wait for the start signal, reconcile one lease, report its status."""
+    from spillvault.adapters.sqlite_owner import SQLiteOwner  # noqa: PLC0415
+
+    owner = SQLiteOwner(owner_path)
+    start.wait()
+    with open_session(path) as session:
+        results.put(session.journal.reconcile_reference(tx, owner).status.value)

@@ -1,0 +1,375 @@
+"""Project lease events to the journal and the lease view in order (S4.5, S8.1).
+
+`sync()` runs under the session lock. It reads the journal from the
+checkpoint on (other processes may have appended since), checks every record
+there against the projection of the stored event at its position, appends the
+records of the events nobody journaled yet (J3), and folds the same events
+into the live-lease view. So opening a session verifies the journal
+incrementally, and a journal shorter than the store (a crash between a store
+commit and its append) is caught up. The view is saved to the store every
+`SAVE_EVERY` folded events and when the session closes; it is a cache.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from itertools import zip_longest
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from spillvault.domain.enums import ArtifactLeasePhase
+from spillvault.domain.errors import ArtifactLeaseJournalError, ArtifactStoreConflict
+from spillvault.domain.journal_records import (
+    JournalChain,
+    JournalRecord,
+    decode_line,
+    make_record,
+    split_journal,
+)
+from spillvault.domain.lease import Lease
+from spillvault.domain.lease_view import (
+    LEASE_VIEW_ID,
+    ZERO_HASH,
+    JournalCheckpoint,
+    LeaseView,
+    LiveLease,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from eventsourcing.persistence import Notification
+
+    from .journal_file import JournalFile
+    from .session import Session
+
+logger = logging.getLogger(__name__)
+
+SAVE_EVERY = 1000
+"""Events folded or skipped after which `sync` saves the view (a reopen reads fewer)."""
+SAVE_SKIPPED = 256
+"""Skipped (non-lease) events that make `save` worth a write on their own."""
+LeaseEvent = tuple[int, str, ArtifactLeasePhase, dict[str, Any]]
+"""A decoded lease event: store position, transaction id, phase, its fields."""
+_LOOK_BACK = 4096  # bytes read before the checkpoint to find its line
+_LEASE_TOPIC = "spillvault:Lease."
+_PHASE_OF_TOPIC = {
+    "spillvault:Lease.Prepared": ArtifactLeasePhase.PREPARED,
+    "spillvault:Lease.Committed": ArtifactLeasePhase.COMMITTED,
+    "spillvault:Lease.Released": ArtifactLeasePhase.RELEASED,
+    "spillvault:Lease.Aborted": ArtifactLeasePhase.ABORTED,
+}
+_TIME_FIELD = {
+    ArtifactLeasePhase.PREPARED: "prepared_at",
+    ArtifactLeasePhase.COMMITTED: "committed_at",
+    ArtifactLeasePhase.RELEASED: "released_at",
+    ArtifactLeasePhase.ABORTED: "aborted_at",
+}
+
+
+@dataclass(frozen=True)
+class JournalReport:
+    """What a whole verification or a repair saw."""
+
+    records: int
+    end: int
+    torn_bytes: int
+
+    def to_dict(self) -> dict[str, int]:
+        """Return a JSON-ready mapping."""
+        return {"records": self.records, "end": self.end, "torn_bytes": self.torn_bytes}
+
+
+class LeaseProjection:
+    """One session's lease view and journal writer; keep one per session."""
+
+    def __init__(self, session: Session, journal: JournalFile) -> None:
+        self._session = session
+        self._file = journal
+        self._view = session.store.get_lease_view() or LeaseView.start()
+        self._position = self._view.position
+        self._checkpoint = self._view.checkpoint
+        self._live: dict[str, dict[str, Any]] = dict(self._view.live)
+        self._ids: dict[UUID, str] = {}
+        self._changed: dict[str, dict[str, Any]] = {}
+        self._closed: set[str] = set()
+        self._folded = 0
+        self._seen = 0
+        self._force_full_save = False
+
+    @property
+    def checkpoint(self) -> JournalCheckpoint:
+        """The verified end of the journal, as of the last `sync()`."""
+        return self._checkpoint
+
+    @property
+    def position(self) -> int:
+        """The last store position folded in."""
+        return self._position
+
+    def live_leases(self) -> dict[str, LiveLease]:
+        """Return the prepared and committed leases as of the last `sync()`."""
+        return {tx: LiveLease.from_entry(tx, e) for tx, e in self._live.items()}
+
+    def sync(self) -> None:
+        """Verify the journal's new records, append missing ones, fold the events."""
+        with self._session.lock:
+            self._sync_locked()
+
+    def save(self) -> None:
+        """Save the view if it folded leases or skipped many events since last saved."""
+        if not self._folded and self._seen < SAVE_SKIPPED:
+            return
+        with self._session.lock:
+            self._save_locked()
+
+    # ------------------------------------------------------------------ sync
+
+    def _sync_locked(self) -> None:
+        start = self._checkpoint
+        data = self._read_after(start)
+        lines, complete_end, _torn = split_journal(data, start_offset=start.end)
+        chain = JournalChain(
+            session_id=self._session.session_id,
+            next_line=start.sequence + 1,
+            last_sequence=start.sequence,
+            last_sha256=start.sha256,
+            last_position=start.position,
+        )
+        journaled = iter(
+            [chain.accept(decode_line(line, chain.next_line)) for _, line in lines]
+        )
+        missing: list[JournalRecord] = []
+        sequence, prev, last_position = start.sequence, start.sha256, start.position
+        for event in self._new_lease_events():
+            position, transaction_id, phase, fields = event
+            record = self._record(sequence + 1, prev, event)
+            found = next(journaled, None)
+            if found is None:
+                missing.append(record)
+            elif found != record:
+                msg = (
+                    f"journal line {record.sequence} does not match the stored "
+                    f"event at position {position}"
+                )
+                raise ArtifactLeaseJournalError(msg)
+            sequence, prev, last_position = record.sequence, record.sha256, position
+            self._fold(transaction_id, phase, fields)
+        extra = next(journaled, None)
+        if extra is not None:
+            msg = f"journal line {extra.sequence} has no event in the store"
+            raise ArtifactLeaseJournalError(msg)
+        end = complete_end
+        if missing:
+            end = self._file.append(missing, expect_end=complete_end)
+        self._checkpoint = JournalCheckpoint(end, sequence, prev, last_position)
+        if max(self._folded, self._seen) >= SAVE_EVERY:
+            self._save_locked()
+
+    def _read_after(self, checkpoint: JournalCheckpoint) -> bytes:
+        """Return the journal from the checkpoint on, once its last line is checked."""
+        if checkpoint.sequence == 0:
+            return self._file.read_from(checkpoint.end)
+        back = _LOOK_BACK
+        while True:
+            begin = max(0, checkpoint.end - back)
+            data = self._file.read_from(begin)
+            verified = data[: checkpoint.end - begin]
+            if len(verified) < checkpoint.end - begin or not verified.endswith(b"\n"):
+                msg = (
+                    f"journal is shorter than its verified part ({checkpoint.end} "
+                    f"bytes, {checkpoint.sequence} records)"
+                )
+                raise ArtifactLeaseJournalError(msg)
+            line_start = verified.rfind(b"\n", 0, len(verified) - 1) + 1
+            if line_start > 0 or begin == 0:
+                record = decode_line(verified[line_start:], checkpoint.sequence)
+                if (record.sequence, record.sha256) != (
+                    checkpoint.sequence,
+                    checkpoint.sha256,
+                ):
+                    msg = (
+                        f"journal line {checkpoint.sequence} changed after it "
+                        "was verified"
+                    )
+                    raise ArtifactLeaseJournalError(msg)
+                return data[len(verified) :]
+            back *= 16
+
+    def _new_lease_events(
+        self,
+    ) -> Iterator[LeaseEvent]:
+        store = self._session.store
+        for note in store.notifications(after=self._position):
+            self._position = note.id
+            self._seen += 1
+            if note.topic.startswith(_LEASE_TOPIC):
+                yield self._decode(note)
+
+    def _all_records(self) -> list[JournalRecord]:
+        """Project every lease event in the store, from position 0 (J2)."""
+        records: list[JournalRecord] = []
+        sequence, prev = 0, ZERO_HASH
+        for note in self._session.store.notifications(after=0):
+            if not note.topic.startswith(_LEASE_TOPIC):
+                continue
+            record = self._record(sequence + 1, prev, self._decode(note))
+            records.append(record)
+            sequence, prev = record.sequence, record.sha256
+        return records
+
+    def _record(self, sequence: int, prev: str, event: LeaseEvent) -> JournalRecord:
+        position, transaction_id, phase, fields = event
+        return make_record(
+            sequence=sequence,
+            prev=prev,
+            position=position,
+            session_id=self._session.session_id,
+            transaction_id=transaction_id,
+            phase=phase.value,
+            claim=fields.get("claim"),
+            at=fields[_TIME_FIELD[phase]],
+        )
+
+    # --------------------------------------------------------- whole journal
+
+    def verify_whole(self) -> JournalReport:
+        """Verify every line against the store (`journal verify`, GC planning)."""
+        with self._session.lock:
+            self._sync_locked()
+            expected = self._all_records()
+            data = self._file.read_from(0)
+        lines, complete_end, torn = split_journal(data, start_offset=0)
+        chain = JournalChain(session_id=self._session.session_id, phases={})
+        for found, want in zip_longest(lines, expected):
+            if found is None:
+                msg = f"journal ends at line {chain.next_line - 1}; the store has more"
+                raise ArtifactLeaseJournalError(msg)
+            record = chain.accept(decode_line(found[1], chain.next_line))
+            if want is None or record != want:
+                msg = f"journal line {record.sequence} does not match the store"
+                raise ArtifactLeaseJournalError(msg)
+        return JournalReport(
+            records=len(expected), end=complete_end, torn_bytes=len(torn)
+        )
+
+    def rebuild(self, *, suffix: str) -> JournalReport:
+        """Rebuild the journal from the store; the old file is kept aside (J7)."""
+        with self._session.lock:
+            records = self._all_records()
+            end = self._file.replace_with(records, keep_aside_suffix=suffix)
+            last = records[-1] if records else None
+            self._checkpoint = (
+                JournalCheckpoint(end, last.sequence, last.sha256, last.position)
+                if last is not None
+                else JournalCheckpoint()
+            )
+            self._rebuild_live()
+            self._save_locked()
+        return JournalReport(records=len(records), end=end, torn_bytes=0)
+
+    def _rebuild_live(self) -> None:
+        """Fold every lease event again (after a repair nothing cached is trusted)."""
+        self._live.clear()
+        self._changed.clear()
+        position = self._position
+        self._position = 0
+        for _, transaction_id, phase, fields in self._new_lease_events():
+            self._fold(transaction_id, phase, fields)
+        self._position = max(self._position, position)
+        self._force_full_save = True
+
+    def _decode(self, note: Notification) -> LeaseEvent:
+        phase = _PHASE_OF_TOPIC.get(note.topic)
+        if phase is None:
+            msg = f"unknown lease event {note.topic!r} at position {note.id}"
+            raise ArtifactLeaseJournalError(msg)
+        event = self._session.store.mapper.to_domain_event(note)
+        fields: dict[str, Any] = dict(event.__dict__)
+        lease_id = UUID(str(note.originator_id))
+        if phase is ArtifactLeasePhase.PREPARED:
+            transaction_id = str(fields["transaction_id"])
+            self._ids[lease_id] = transaction_id
+        else:
+            transaction_id = self._transaction_of(lease_id)
+        return note.id, transaction_id, phase, fields
+
+    def _transaction_of(self, lease_id: UUID) -> str:
+        if lease_id not in self._ids:
+            # Leases prepared before this process opened the view: map them once.
+            self._ids.update({Lease.create_id(tx): tx for tx in self._live})
+        if lease_id not in self._ids:
+            lease = self._session.store.get_lease_by_id(lease_id)
+            self._ids[lease_id] = lease.transaction_id
+        return self._ids[lease_id]
+
+    def _fold(
+        self, transaction_id: str, phase: ArtifactLeasePhase, fields: dict[str, Any]
+    ) -> None:
+        self._folded += 1
+        if phase is ArtifactLeasePhase.PREPARED:
+            entry = {
+                "phase": phase.value,
+                "claim": dict(fields["claim"]),
+                "prepared_at": fields["prepared_at"],
+            }
+        elif phase is ArtifactLeasePhase.COMMITTED:
+            base = self._live.get(transaction_id) or self._entry_from_store(
+                transaction_id
+            )
+            entry = {**base, "phase": phase.value}
+        else:
+            self._live.pop(transaction_id, None)
+            self._changed.pop(transaction_id, None)
+            self._closed.add(transaction_id)
+            return
+        self._live[transaction_id] = entry
+        self._changed[transaction_id] = entry
+        self._closed.discard(transaction_id)
+
+    def _entry_from_store(self, transaction_id: str) -> dict[str, Any]:
+        lease = self._session.store.get_lease(transaction_id)
+        return {"claim": dict(lease.claim_data), "prepared_at": lease.prepared_at}
+
+    # ------------------------------------------------------------------ save
+
+    def _save_locked(self) -> None:
+        store = self._session.store
+        view = self._view
+        changed = dict(self._changed)
+        closed = set(self._closed)
+        if self._force_full_save:
+            changed, closed = self._difference(view)
+        for _ in range(2):
+            view.advance(
+                self._position,
+                self._checkpoint,
+                [LiveLease.from_entry(tx, e) for tx, e in changed.items()],
+                sorted(closed),
+            )
+            try:
+                store.save_aggregates(view)
+                break
+            except ArtifactStoreConflict:
+                # Another process saved the view: write the whole difference
+                # from its state (ours is newer: we folded under the lock).
+                view = store.get_lease_view() or LeaseView.start()
+                changed, closed = self._difference(view)
+        else:  # pragma: no cover - two conflicts under the session lock
+            logger.warning("lease view not saved: concurrent writers")
+            return
+        self._view = view
+        self._changed.clear()
+        self._closed.clear()
+        self._folded = self._seen = 0
+        self._force_full_save = False
+
+    def _difference(
+        self, view: LeaseView
+    ) -> tuple[dict[str, dict[str, Any]], set[str]]:
+        changed = {tx: e for tx, e in self._live.items() if view.live.get(tx) != e}
+        return changed, set(view.live) - set(self._live)
+
+
+__all__ = ["LEASE_VIEW_ID", "SAVE_EVERY", "JournalReport", "LeaseProjection"]

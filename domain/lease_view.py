@@ -1,0 +1,192 @@
+"""The lease view: live leases and the journal checkpoint, kept incrementally (S8.1).
+
+One combined view per store with one tracking position: the last store
+position folded in. It holds every live (prepared or committed) lease and the
+journal checkpoint (end offset, sequence, hash of the last record, S4.5), so
+opening a session folds only the events recorded since the view was saved.
+The view is a cache of the event log: losing it costs a replay, nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from eventsourcing.domain import AggregateCreated, AggregateEvent, BaseAggregate
+from eventsourcing.domain import Snapshot as _Snapshot
+
+from .enums import ArtifactLeasePhase
+from .timestamps import parse_timestamp
+from .values import ArtifactRetentionClaim
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+    from datetime import datetime
+
+LEASE_VIEW_ID = UUID("9a3f5d27-81c4-4e0b-a6d2-3b7e0f1c5d94")
+ZERO_HASH = "0" * 64
+LIVE_PHASES = frozenset({ArtifactLeasePhase.PREPARED, ArtifactLeasePhase.COMMITTED})
+
+
+@dataclass(frozen=True)
+class JournalCheckpoint:
+    """Where the verified journal ends: offset, last sequence, hash and position."""
+
+    end: int = 0
+    sequence: int = 0
+    sha256: str = ZERO_HASH
+    position: int = 0
+
+
+@dataclass(frozen=True)
+class LiveLease:
+    """A lease that still protects (or may protect) its artifact."""
+
+    transaction_id: str
+    phase: ArtifactLeasePhase
+    claim: ArtifactRetentionClaim
+    prepared_at: datetime
+
+    def protects(self, now: datetime) -> bool:
+        """Say whether it protects: prepared always (S4.7), committed until bound."""
+        return self.phase is ArtifactLeasePhase.PREPARED or self.claim.is_active(now)
+
+    def to_entry(self) -> dict[str, Any]:
+        """Return the primitive form the view's events carry."""
+        return {
+            "phase": self.phase.value,
+            "claim": self.claim.to_dict(),
+            "prepared_at": self.prepared_at.isoformat(),
+        }
+
+    @classmethod
+    def from_entry(cls, transaction_id: str, entry: Mapping[str, Any]) -> LiveLease:
+        """Rebuild from `to_entry()` output."""
+        return cls(
+            transaction_id=transaction_id,
+            phase=ArtifactLeasePhase(entry["phase"]),
+            claim=ArtifactRetentionClaim.from_dict(entry["claim"]),
+            prepared_at=parse_timestamp(entry["prepared_at"], "prepared_at"),
+        )
+
+
+class LeaseView(BaseAggregate[UUID]):
+    """The persisted lease view; a singleton with a fixed id."""
+
+    TOPIC = "spillvault:LeaseView"
+
+    if TYPE_CHECKING:  # annotations here would become __init__ parameters
+        position: int
+        journal: dict[str, Any]
+        live: dict[str, dict[str, Any]]
+
+    class Snapshot(_Snapshot):
+        """The whole view at one version, so loading it skips its history."""
+
+        TOPIC = "spillvault:LeaseView.Snapshot"
+
+    class Event(AggregateEvent):
+        """Base of the view's own events."""
+
+        TOPIC = "spillvault:LeaseView.Event"
+
+    class Started(AggregateCreated):
+        """The view exists and has folded nothing."""
+
+        TOPIC = "spillvault:LeaseView.Started"
+
+        def apply(self, aggregate: Any) -> None:
+            """Assign the empty view."""
+            aggregate.position = 0
+            aggregate.journal = _checkpoint_dict(JournalCheckpoint())
+            aggregate.live = {}
+
+    class Advanced(Event):
+        """Events up to `position` were folded: leases opened, changed or closed."""
+
+        TOPIC = "spillvault:LeaseView.Advanced"
+        position: int
+        journal: dict[str, Any]
+        changed: dict[str, dict[str, Any]]
+        closed: list[str]
+
+        def apply(self, aggregate: Any) -> None:
+            """Assign the new position, checkpoint and live leases."""
+            aggregate.position = self.position
+            aggregate.journal = dict(self.journal)
+            live = aggregate.live
+            live.update(self.changed)
+            for transaction_id in self.closed:
+                live.pop(transaction_id, None)
+
+    @classmethod
+    def start(cls) -> LeaseView:
+        """Create the empty view."""
+        return cls._create(cls.Started, id=LEASE_VIEW_ID)
+
+    def advance(
+        self,
+        position: int,
+        checkpoint: JournalCheckpoint,
+        changed: Iterable[LiveLease],
+        closed: Iterable[str],
+    ) -> None:
+        """Record that everything up to `position` is folded in."""
+        self.trigger_event(
+            self.Advanced,
+            position=position,
+            journal=_checkpoint_dict(checkpoint),
+            changed={lease.transaction_id: lease.to_entry() for lease in changed},
+            closed=list(closed),
+        )
+
+    @property
+    def checkpoint(self) -> JournalCheckpoint:
+        """Return the journal checkpoint."""
+        return JournalCheckpoint(**self.journal)
+
+    def live_leases(self) -> dict[str, LiveLease]:
+        """Return the live leases by transaction id."""
+        return {tx: LiveLease.from_entry(tx, entry) for tx, entry in self.live.items()}
+
+
+def _checkpoint_dict(checkpoint: JournalCheckpoint) -> dict[str, Any]:
+    return {
+        "end": checkpoint.end,
+        "sequence": checkpoint.sequence,
+        "sha256": checkpoint.sha256,
+        "position": checkpoint.position,
+    }
+
+
+def aggregate_claims(
+    leases: Iterable[LiveLease], now: datetime
+) -> tuple[ArtifactRetentionClaim, ...]:
+    """Sum reference counts per artifact over the leases protecting it at `now`.
+
+    The aggregated claim keeps the latest retain_until, none if any lease has
+    none or is prepared (a prepared lease protects with no expiry, S4.7).
+    """
+    counts: dict[tuple[str, str], int] = {}
+    until: dict[tuple[str, str], datetime | None] = {}
+    for lease in leases:
+        if not lease.protects(now):
+            continue
+        key = (lease.claim.source_id, lease.claim.content_sha256)
+        counts[key] = counts.get(key, 0) + lease.claim.reference_count
+        bound = (
+            None
+            if lease.phase is ArtifactLeasePhase.PREPARED
+            else lease.claim.retain_until_time
+        )
+        if key not in until:
+            until[key] = bound
+        else:
+            known = until[key]
+            until[key] = None if known is None or bound is None else max(known, bound)
+    return tuple(
+        ArtifactRetentionClaim(source_id, digest, counts[key], until[key])
+        for key in sorted(counts)
+        for source_id, digest in [key]
+    )
