@@ -109,8 +109,11 @@ class LeaseProjection:
         return self._position
 
     def live_leases(self) -> dict[str, LiveLease]:
-        """Return the prepared and committed leases as of the last `sync()`."""
-        return {tx: LiveLease.from_entry(tx, e) for tx, e in self._live.items()}
+        """Sync, then return the prepared and committed leases."""
+        with self._session.lock:
+            self._sync_locked()
+            live = dict(self._live)
+        return {tx: LiveLease.from_entry(tx, e) for tx, e in live.items()}
 
     def sync(self) -> None:
         """Verify the journal's new records, append missing ones, fold the events."""
@@ -164,7 +167,9 @@ class LeaseProjection:
         if missing:
             end = self._file.append(missing, expect_end=complete_end)
         self._checkpoint = JournalCheckpoint(end, sequence, prev, last_position)
-        if max(self._folded, self._seen) >= SAVE_EVERY:
+        # Saving when the journal is first written makes a deleted journal
+        # evident from then on: the checkpoint says how much must be there.
+        if max(self._folded, self._seen) >= SAVE_EVERY or (missing and not start.end):
             self._save_locked()
 
     def _read_after(self, checkpoint: JournalCheckpoint) -> bytes:

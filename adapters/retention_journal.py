@@ -229,7 +229,6 @@ class ArtifactRetentionJournal:
 
     def recover(self, *, now: datetime | None = None) -> ArtifactLeaseRecovery:
         """Return what the live leases protect at `now` (prepared: no expiry, S4.7)."""
-        self._projection.sync()
         at = self._time(now, "now")
         live = self._projection.live_leases()
         pending = sorted(
@@ -287,7 +286,6 @@ class ArtifactRetentionJournal:
         """Reconcile the PREPARED leases seen now, oldest first; skip young ones."""
         at = self._time(resolved_at, "resolved_at")
         youngest = at - _as_timedelta(min_age)
-        self._projection.sync()
         pending = sorted(
             (
                 lease
@@ -316,7 +314,6 @@ class ArtifactRetentionJournal:
     ) -> list[ArtifactReconciliationReport]:
         """Release COMMITTED leases whose owner no longer holds the reference (S5.2)."""
         at = self._time(resolved_at, "resolved_at")
-        self._projection.sync()
         committed = sorted(
             tx
             for tx, lease in self._projection.live_leases().items()

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import subprocess
+import sys
+import textwrap
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -398,3 +401,25 @@ def test_cli_journal_verify_and_repair(
     assert "journal rebuilt: 2 records" in capsys.readouterr().out
     assert cli_main(["journal", "verify", *base]) == 0
     assert "journal ok: 2 records" in capsys.readouterr().out
+
+
+def test_a_deleted_journal_is_refused_not_rebuilt_silently(session_dir: Path) -> None:
+    with open_session(session_dir) as session:
+        claim = stored_claim(session)
+    # A process that dies without closing: the view it saved when it first wrote
+    # the journal is all the next open knows.
+    child = textwrap.dedent(
+        f"""
+        import os
+        from spillvault.adapters.session import open_session
+        from spillvault.domain.values import ArtifactRetentionClaim
+        session = open_session({str(session_dir)!r})
+        claim = ArtifactRetentionClaim.from_dict({claim.to_dict()!r})
+        session.journal.publish_reference(claim, lambda: None)
+        os._exit(0)
+        """
+    )
+    subprocess.run([sys.executable, "-c", child], check=True, timeout=120)
+    (session_dir / RETENTION_JOURNAL_NAME).unlink()
+    with pytest.raises(ArtifactLeaseJournalError, match="shorter"):
+        open_session(session_dir)
