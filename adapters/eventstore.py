@@ -19,8 +19,8 @@ from eventsourcing.utils import Environment
 from spillvault.domain.artifact import Artifact
 from spillvault.domain.errors import ArtifactLeaseJournalError, ArtifactStoreConflict
 from spillvault.domain.lease import Lease
-from spillvault.domain.lease_view import LEASE_VIEW_ID, LeaseView
 from spillvault.domain.numbering import ARTIFACT_NUMBERS_ID, ArtifactNumbers
+from spillvault.domain.session_view import SESSION_VIEW_ID, SessionView
 from spillvault.domain.store_identity import STORE_IDENTITY_ID, StoreIdentity
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ class SessionStore(Application[UUID]):
     """One session's aggregates, in one store, under one notification log."""
 
     name = "spillvault"
-    snapshotting_intervals: ClassVar[dict[type[Any], int]] = {LeaseView: 16}
+    snapshotting_intervals: ClassVar[dict[type[Any], int]] = {SessionView: 16}
 
     def __init__(
         self,
@@ -107,9 +107,9 @@ class SessionStore(Application[UUID]):
                 )
             except PersistenceError as error:
                 raise _store_error(error) from error
-            if not page:
-                return
             yield from page
+            if len(page) < _PAGE:
+                return  # a short page is the last: no query for an empty one
             start = page[-1].id
 
     # leases -----------------------------------------------------------------
@@ -140,9 +140,9 @@ class SessionStore(Application[UUID]):
             raise ArtifactLeaseJournalError(msg)
         return lease
 
-    def get_lease_view(self) -> LeaseView | None:
+    def get_session_view(self) -> SessionView | None:
         """Load the saved lease view (S8.1), or None when never saved."""
-        return self._get(LeaseView, LEASE_VIEW_ID)
+        return self._get(SessionView, SESSION_VIEW_ID)
 
     def find_lease(self, transaction_id: str) -> Lease | None:
         """Load a lease if it exists."""

@@ -185,7 +185,7 @@ class ToolResultExternalizer:
 
     def artifacts(self) -> Iterator[Artifact]:
         """Yield every artifact of the session, in creation order."""
-        for filename in artifact_filenames(self.session.store):
+        for filename in artifact_filenames(self.session):
             artifact = self.session.store.get_artifact(filename)
             if artifact is not None:
                 yield artifact

@@ -14,34 +14,36 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from itertools import zip_longest
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 from uuid import UUID
 
+from spillvault.domain.artifact import ARTIFACT_CREATED_TOPICS
 from spillvault.domain.enums import ArtifactLeasePhase
 from spillvault.domain.errors import ArtifactLeaseJournalError, ArtifactStoreConflict
 from spillvault.domain.journal_records import (
     JournalChain,
     JournalRecord,
     decode_line,
+    encode,
     make_record,
     split_journal,
 )
 from spillvault.domain.lease import Lease
-from spillvault.domain.lease_view import (
-    LEASE_VIEW_ID,
+from spillvault.domain.session_view import (
+    SESSION_VIEW_ID,
     ZERO_HASH,
     JournalCheckpoint,
-    LeaseView,
     LiveLease,
+    SessionView,
 )
+
+from .journal_file import JournalFile
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from eventsourcing.persistence import Notification
 
-    from .journal_file import JournalFile
     from .session import Session
 
 logger = logging.getLogger(__name__)
@@ -52,6 +54,7 @@ SAVE_SKIPPED = 256
 """Skipped (non-lease) events that make `save` worth a write on their own."""
 LeaseEvent = tuple[int, str, ArtifactLeasePhase, dict[str, Any]]
 """A decoded lease event: store position, transaction id, phase, its fields."""
+_VERIFY_BLOCK = 1 << 20  # journal bytes read at a time by `verify_whole`
 _LOOK_BACK = 4096  # bytes read before the checkpoint to find its line
 _LEASE_TOPIC = "spillvault:Lease."
 _PHASE_OF_TOPIC = {
@@ -87,10 +90,13 @@ class LeaseProjection:
     def __init__(self, session: Session, journal: JournalFile) -> None:
         self._session = session
         self._file = journal
-        self._view = session.store.get_lease_view() or LeaseView.start()
+        self._view = session.store.get_session_view() or SessionView.start()
         self._position = self._view.position
         self._checkpoint = self._view.checkpoint
         self._live: dict[str, dict[str, Any]] = dict(self._view.live)
+        self._artifacts: list[str] = list(self._view.artifacts)
+        self._known_artifacts = set(self._artifacts)
+        self._new_artifacts: list[str] = []
         self._ids: dict[UUID, str] = {}
         self._changed: dict[str, dict[str, Any]] = {}
         self._closed: set[str] = set()
@@ -114,6 +120,12 @@ class LeaseProjection:
             self._sync_locked()
             live = dict(self._live)
         return {tx: LiveLease.from_entry(tx, e) for tx, e in live.items()}
+
+    def artifact_filenames(self) -> list[str]:
+        """Sync, then return every artifact name with a creation event, in order."""
+        with self._session.lock:
+            self._sync_locked()
+            return list(self._artifacts)
 
     def sync(self) -> None:
         """Verify the journal's new records, append missing ones, fold the events."""
@@ -211,18 +223,18 @@ class LeaseProjection:
             self._seen += 1
             if note.topic.startswith(_LEASE_TOPIC):
                 yield self._decode(note)
+            elif note.topic in ARTIFACT_CREATED_TOPICS:
+                self._add_artifact(note)
 
-    def _all_records(self) -> list[JournalRecord]:
+    def _all_records(self) -> Iterator[JournalRecord]:
         """Project every lease event in the store, from position 0 (J2)."""
-        records: list[JournalRecord] = []
         sequence, prev = 0, ZERO_HASH
         for note in self._session.store.notifications(after=0):
             if not note.topic.startswith(_LEASE_TOPIC):
                 continue
             record = self._record(sequence + 1, prev, self._decode(note))
-            records.append(record)
+            yield record
             sequence, prev = record.sequence, record.sha256
-        return records
 
     def _record(self, sequence: int, prev: str, event: LeaseEvent) -> JournalRecord:
         position, transaction_id, phase, fields = event
@@ -240,29 +252,53 @@ class LeaseProjection:
     # --------------------------------------------------------- whole journal
 
     def verify_whole(self) -> JournalReport:
-        """Verify every line against the store (`journal verify`, GC planning)."""
+        """Verify every line against the store (`journal verify`, GC planning).
+
+        A line equal to the encoding of the store's event at its place is
+        canonical, hash-valid, chained and legal by construction; only a line
+        that differs is decoded, to name its fault.
+        """
         with self._session.lock:
             self._sync_locked()
             expected = self._all_records()
-            data = self._file.read_from(0)
-        lines, complete_end, torn = split_journal(data, start_offset=0)
-        chain = JournalChain(session_id=self._session.session_id, phases={})
-        for found, want in zip_longest(lines, expected):
-            if found is None:
-                msg = f"journal ends at line {chain.next_line - 1}; the store has more"
+            end = records = 0
+            last: JournalRecord | None = None
+            pending = b""  # bytes after `end` not yet split into lines
+            while block := self._file.read_from(
+                end + len(pending), limit=_VERIFY_BLOCK
+            ):
+                pending += block
+                cut = pending.rfind(b"\n") + 1
+                for line in pending[: max(cut - 1, 0)].split(b"\n") if cut else ():
+                    want = next(expected, None)
+                    if want is None or line + b"\n" != encode(want):
+                        self._mismatch(line, records + 1, last)
+                    last, records = want, records + 1
+                end, pending = end + cut, pending[cut:]
+            if next(expected, None) is not None:
+                msg = f"journal ends at line {records}; the store has more"
                 raise ArtifactLeaseJournalError(msg)
-            record = chain.accept(decode_line(found[1], chain.next_line))
-            if want is None or record != want:
-                msg = f"journal line {record.sequence} does not match the store"
-                raise ArtifactLeaseJournalError(msg)
-        return JournalReport(
-            records=len(expected), end=complete_end, torn_bytes=len(torn)
+        return JournalReport(records=records, end=end, torn_bytes=len(pending))
+
+    def _mismatch(
+        self, line: bytes, line_no: int, last: JournalRecord | None
+    ) -> NoReturn:
+        """Name the fault of a line that is not the store's record at its place."""
+        chain = JournalChain(
+            session_id=self._session.session_id,
+            last_sequence=0 if last is None else last.sequence,
+            last_sha256=ZERO_HASH if last is None else last.sha256,
+            last_position=0 if last is None else last.position,
+            next_line=line_no,
         )
+        chain.accept(decode_line(line, line_no))
+        msg = f"journal line {line_no} does not match the store"
+        raise ArtifactLeaseJournalError(msg)
 
     def rebuild(self, *, suffix: str) -> JournalReport:
         """Rebuild the journal from the store; the old file is kept aside (J7)."""
         with self._session.lock:
-            records = self._all_records()
+            records = list(self._all_records())
             end = self._file.replace_with(records, keep_aside_suffix=suffix)
             last = records[-1] if records else None
             self._checkpoint = (
@@ -333,6 +369,14 @@ class LeaseProjection:
         self._changed[transaction_id] = entry
         self._closed.discard(transaction_id)
 
+    def _add_artifact(self, note: Notification) -> None:
+        event = self._session.store.mapper.to_domain_event(note)
+        filename = str(getattr(event, "filename", ""))
+        if filename and filename not in self._known_artifacts:
+            self._known_artifacts.add(filename)
+            self._artifacts.append(filename)
+            self._new_artifacts.append(filename)
+
     def _entry_from_store(self, transaction_id: str) -> dict[str, Any]:
         lease = self._session.store.get_lease(transaction_id)
         return {"claim": dict(lease.claim_data), "prepared_at": lease.prepared_at}
@@ -344,14 +388,16 @@ class LeaseProjection:
         view = self._view
         changed = dict(self._changed)
         closed = set(self._closed)
+        artifacts = list(self._new_artifacts)
         if self._force_full_save:
-            changed, closed = self._difference(view)
+            changed, closed, artifacts = self._difference(view)
         for _ in range(2):
             view.advance(
                 self._position,
                 self._checkpoint,
                 [LiveLease.from_entry(tx, e) for tx, e in changed.items()],
                 sorted(closed),
+                artifacts,
             )
             try:
                 store.save_aggregates(view)
@@ -359,22 +405,38 @@ class LeaseProjection:
             except ArtifactStoreConflict:
                 # Another process saved the view: write the whole difference
                 # from its state (ours is newer: we folded under the lock).
-                view = store.get_lease_view() or LeaseView.start()
-                changed, closed = self._difference(view)
+                view = store.get_session_view() or SessionView.start()
+                changed, closed, artifacts = self._difference(view)
         else:  # pragma: no cover - two conflicts under the session lock
             logger.warning("lease view not saved: concurrent writers")
             return
         self._view = view
         self._changed.clear()
         self._closed.clear()
+        self._new_artifacts.clear()
         self._folded = self._seen = 0
         self._force_full_save = False
 
     def _difference(
-        self, view: LeaseView
-    ) -> tuple[dict[str, dict[str, Any]], set[str]]:
+        self, view: SessionView
+    ) -> tuple[dict[str, dict[str, Any]], set[str], list[str]]:
         changed = {tx: e for tx, e in self._live.items() if view.live.get(tx) != e}
-        return changed, set(view.live) - set(self._live)
+        saved = set(view.artifacts)
+        artifacts = [name for name in self._artifacts if name not in saved]
+        return changed, set(view.live) - set(self._live), artifacts
 
 
-__all__ = ["LEASE_VIEW_ID", "SAVE_EVERY", "JournalReport", "LeaseProjection"]
+def session_projection(session: Session) -> LeaseProjection:
+    """Return the session's one projection (shared by everything opened on it)."""
+    return session.lease_projection(
+        lambda: LeaseProjection(session, JournalFile(session.fs, session.dir_fd))
+    )
+
+
+__all__ = [
+    "SAVE_EVERY",
+    "SESSION_VIEW_ID",
+    "JournalReport",
+    "LeaseProjection",
+    "session_projection",
+]

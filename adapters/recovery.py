@@ -13,8 +13,8 @@ reported as `refused`. Resolving GC quarantine entries from their recorded
 intents (S6.2) belongs to the garbage-collection work and is added there; this
 pass leaves quarantined artifacts and `.quarantine/` alone.
 
-Artifacts are found by a full scan of the store's Artifact creation events; an
-incremental view (S8.1) replaces the scan later.
+Artifacts are found in the session view (S8.1), which folds only the events
+recorded since it was saved.
 """
 
 from __future__ import annotations
@@ -24,11 +24,8 @@ import fcntl
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from eventsourcing.persistence import PersistenceError
-
-from spillvault.domain.artifact import Artifact
 from spillvault.domain.enums import ArtifactState
-from spillvault.domain.errors import ArtifactAccessError, ArtifactLeaseJournalError
+from spillvault.domain.errors import ArtifactAccessError
 from spillvault.domain.values import artifact_number
 
 from .artifact_store import TMP_PREFIX
@@ -36,22 +33,14 @@ from .content_writer import hash_open_file, summary_for
 from .eventstore import retrying
 from .fs import READ_FLAGS, check_private, open_private_dir
 from .layout import TOOL_RESULTS_DIR
+from .lease_projection import session_projection
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from spillvault.domain.ports import FileSystem
 
     from .eventstore import SessionStore
     from .session import Session
 
-ARTIFACT_CREATED_TOPICS = frozenset(
-    {
-        Artifact.Stored.TOPIC,
-        Artifact.StreamOpened.TOPIC,
-        Artifact.Adopted.TOPIC,
-    }
-)
 _STORED_STATES = frozenset(
     {ArtifactState.SEALED, ArtifactState.PARTIAL, ArtifactState.ORPHAN}
 )
@@ -119,7 +108,7 @@ class _Pass:
                 removed = self.remove_stale_tmp(name) or removed
         if removed:
             self.fs.fsync(self.dir_fd)
-        for filename in sorted(artifact_filenames(self.store), key=_number):
+        for filename in sorted(artifact_filenames(self.session), key=_number):
             artifact = self.store.get_artifact(filename)
             if artifact is None:
                 continue
@@ -239,19 +228,9 @@ class _Pass:
         return True
 
 
-def artifact_filenames(store: SessionStore) -> Iterator[str]:
-    """Yield the filename of every artifact the store has a creation event for."""
-    for notification in store.notifications():
-        if notification.topic not in ARTIFACT_CREATED_TOPICS:
-            continue
-        try:
-            event = store.mapper.to_domain_event(notification)
-        except PersistenceError as error:
-            msg = f"event store failure: {error}"
-            raise ArtifactLeaseJournalError(msg) from error
-        filename = getattr(event, "filename", None)
-        if isinstance(filename, str):
-            yield filename
+def artifact_filenames(session: Session) -> list[str]:
+    """Return every artifact with a creation event, from the session view (S8.1)."""
+    return session_projection(session).artifact_filenames()
 
 
 def _number(filename: str) -> int:

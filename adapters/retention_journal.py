@@ -29,7 +29,7 @@ from spillvault.domain.errors import (
     ArtifactOwnerGenerationChanged,
     ArtifactPublicationRejected,
 )
-from spillvault.domain.lease_view import aggregate_claims
+from spillvault.domain.session_view import aggregate_claims
 from spillvault.domain.timestamps import parse_timestamp
 from spillvault.domain.values import (
     ArtifactLeaseRecovery,
@@ -41,8 +41,7 @@ from spillvault.domain.values import (
 )
 
 from .artifact_store import LocalArtifactStore, open_artifact_file
-from .journal_file import JournalFile
-from .lease_projection import JournalReport, LeaseProjection
+from .lease_projection import JournalReport, session_projection
 from .session import Session, open_session
 
 if TYPE_CHECKING:
@@ -564,13 +563,6 @@ class ArtifactRetentionJournal:
             raise ArtifactLeaseJournalError(msg)
 
 
-def session_projection(session: Session) -> LeaseProjection:
-    """Return the session's one lease projection (shared by every journal object)."""
-    return session.lease_projection(
-        lambda: LeaseProjection(session, JournalFile(session.fs, session.dir_fd))
-    )
-
-
 def _digest(session: Session, fd: int) -> tuple[str, int]:
     digest = hashlib.sha256()
     offset = 0
@@ -636,4 +628,4 @@ def _report(
     )
 
 
-__all__ = ["ArtifactRetentionJournal", "session_projection"]
+__all__ = ["ArtifactRetentionJournal"]

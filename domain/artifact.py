@@ -375,3 +375,9 @@ class Artifact(BaseAggregate[UUID]):
                 session_id, self.filename, content.content_sha256
             )
         )
+
+
+ARTIFACT_CREATED_TOPICS = frozenset(
+    {Artifact.Stored.TOPIC, Artifact.StreamOpened.TOPIC, Artifact.Adopted.TOPIC}
+)
+"""The topics of the events that create an artifact."""

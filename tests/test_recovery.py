@@ -262,7 +262,7 @@ def test_artifacts_are_found_from_their_creation_events(
     with store.open_stream("t") as stream:
         stream.write(b"x")
     names.add(stream.filename)
-    assert sorted(artifact_filenames(session.store)) == sorted(names)
+    assert sorted(artifact_filenames(session)) == sorted(names)
 
 
 # other processes -------------------------------------------------------------
@@ -356,7 +356,7 @@ def test_a_store_killed_midway_leaves_a_tmp_that_recovery_removes(
         report = opened_report(session)
         assert report == {**EMPTY, "removed_tmp": [tmp]}
         assert results(session_dir) == []
-        assert list(artifact_filenames(session.store)) == []
+        assert artifact_filenames(session) == []
 
 
 def test_a_stream_killed_midway_is_sealed_partial_by_the_next_open(

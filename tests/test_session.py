@@ -281,7 +281,9 @@ def test_two_processes_creating_one_session_get_one_session(session_dir: Path) -
         assert session.store.get_lease("tx-b").state == "prepared"
         # identity + two prepares, plus whatever lease-view saves the closes made
         topics = [note.topic for note in session.store.notifications()]
-        assert len([t for t in topics if not t.startswith("spillvault:LeaseView")]) == 3
+        assert (
+            len([t for t in topics if not t.startswith("spillvault:SessionView")]) == 3
+        )
 
 
 def test_missing_marker_beside_quarantined_files_is_refused(session_dir: Path) -> None:

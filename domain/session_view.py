@@ -1,10 +1,11 @@
-"""The lease view: live leases and the journal checkpoint, kept incrementally (S8.1).
+"""The session view: what opening a session needs, kept incrementally (S8.1).
 
 One combined view per store with one tracking position: the last store
-position folded in. It holds every live (prepared or committed) lease and the
-journal checkpoint (end offset, sequence, hash of the last record, S4.5), so
-opening a session folds only the events recorded since the view was saved.
-The view is a cache of the event log: losing it costs a replay, nothing else.
+position folded in. It holds every live (prepared or committed) lease, the
+name of every artifact the store has a creation event for, and the journal
+checkpoint (end offset, sequence, hash of the last record, S4.5), so opening a
+session folds only the events recorded since the view was saved. The view is
+a cache of the event log: losing it costs a replay, nothing else.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from datetime import datetime
 
-LEASE_VIEW_ID = UUID("9a3f5d27-81c4-4e0b-a6d2-3b7e0f1c5d94")
+SESSION_VIEW_ID = UUID("9a3f5d27-81c4-4e0b-a6d2-3b7e0f1c5d94")
 ZERO_HASH = "0" * 64
 LIVE_PHASES = frozenset({ArtifactLeasePhase.PREPARED, ArtifactLeasePhase.COMMITTED})
 
@@ -71,45 +72,48 @@ class LiveLease:
         )
 
 
-class LeaseView(BaseAggregate[UUID]):
-    """The persisted lease view; a singleton with a fixed id."""
+class SessionView(BaseAggregate[UUID]):
+    """The persisted session view; a singleton with a fixed id."""
 
-    TOPIC = "spillvault:LeaseView"
+    TOPIC = "spillvault:SessionView"
 
     if TYPE_CHECKING:  # annotations here would become __init__ parameters
         position: int
         journal: dict[str, Any]
         live: dict[str, dict[str, Any]]
+        artifacts: list[str]
 
     class Snapshot(_Snapshot):
         """The whole view at one version, so loading it skips its history."""
 
-        TOPIC = "spillvault:LeaseView.Snapshot"
+        TOPIC = "spillvault:SessionView.Snapshot"
 
     class Event(AggregateEvent):
         """Base of the view's own events."""
 
-        TOPIC = "spillvault:LeaseView.Event"
+        TOPIC = "spillvault:SessionView.Event"
 
     class Started(AggregateCreated):
         """The view exists and has folded nothing."""
 
-        TOPIC = "spillvault:LeaseView.Started"
+        TOPIC = "spillvault:SessionView.Started"
 
         def apply(self, aggregate: Any) -> None:
             """Assign the empty view."""
             aggregate.position = 0
             aggregate.journal = _checkpoint_dict(JournalCheckpoint())
             aggregate.live = {}
+            aggregate.artifacts = []
 
     class Advanced(Event):
-        """Events up to `position` were folded: leases opened, changed or closed."""
+        """Events up to `position` were folded: leases changed, artifacts created."""
 
-        TOPIC = "spillvault:LeaseView.Advanced"
+        TOPIC = "spillvault:SessionView.Advanced"
         position: int
         journal: dict[str, Any]
         changed: dict[str, dict[str, Any]]
         closed: list[str]
+        artifacts: list[str]
 
         def apply(self, aggregate: Any) -> None:
             """Assign the new position, checkpoint and live leases."""
@@ -119,11 +123,12 @@ class LeaseView(BaseAggregate[UUID]):
             live.update(self.changed)
             for transaction_id in self.closed:
                 live.pop(transaction_id, None)
+            aggregate.artifacts.extend(self.artifacts)
 
     @classmethod
-    def start(cls) -> LeaseView:
+    def start(cls) -> SessionView:
         """Create the empty view."""
-        return cls._create(cls.Started, id=LEASE_VIEW_ID)
+        return cls._create(cls.Started, id=SESSION_VIEW_ID)
 
     def advance(
         self,
@@ -131,6 +136,7 @@ class LeaseView(BaseAggregate[UUID]):
         checkpoint: JournalCheckpoint,
         changed: Iterable[LiveLease],
         closed: Iterable[str],
+        artifacts: Iterable[str],
     ) -> None:
         """Record that everything up to `position` is folded in."""
         self.trigger_event(
@@ -139,6 +145,7 @@ class LeaseView(BaseAggregate[UUID]):
             journal=_checkpoint_dict(checkpoint),
             changed={lease.transaction_id: lease.to_entry() for lease in changed},
             closed=list(closed),
+            artifacts=list(artifacts),
         )
 
     @property
