@@ -41,6 +41,9 @@ specs: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/bench_leases.py
 	$(BIN)/python bench/bench_fs_seam.py
+	$(BIN)/python bench/bench_page_fault.py
+	$(BIN)/python bench/bench_spill.py
+	$(BIN)/python bench/bench_journal.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -423,3 +423,21 @@ def test_a_deleted_journal_is_refused_not_rebuilt_silently(session_dir: Path) ->
     (session_dir / RETENTION_JOURNAL_NAME).unlink()
     with pytest.raises(ArtifactLeaseJournalError, match="shorter"):
         open_session(session_dir)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+def test_publication_and_reopen_on_every_event_store(
+    session_dir: Path, request: pytest.FixtureRequest, kind: str
+) -> None:
+    store = {"memory": "memory", "sqlite": None}.get(kind)
+    if kind == "postgres":
+        store = request.getfixturevalue("postgres_dsn")
+    with open_session(session_dir, event_store=store) as session:
+        claim = stored_claim(session)
+        session.journal.publish_reference(claim, lambda: None, transaction_id="a")
+        session.journal.prepare(claim, transaction_id="b")
+    with open_session(session_dir, event_store=store) as session:
+        recovery = session.journal.recover()
+        assert recovery.pending_transaction_ids == ("b",)
+        assert recovery.claims[0].reference_count == 2
+        assert session.journal.verify().records == 3
