@@ -13,7 +13,11 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from spillvault.domain.errors import ArtifactAccessError, SpillPolicyError
+from spillvault.domain.errors import (
+    ArtifactAccessError,
+    ArtifactRetentionError,
+    SpillPolicyError,
+)
 from spillvault.domain.key_lines import KeyLineScanner
 from spillvault.domain.policy import SizeUnit, SpillPolicy
 from spillvault.domain.preview import (
@@ -26,6 +30,7 @@ from spillvault.domain.preview import (
 )
 from spillvault.domain.summary import check_summary, summarize
 
+from . import gc
 from .artifact_store import LocalArtifactStore
 from .reader import ArtifactReader
 from .recovery import artifact_filenames
@@ -33,13 +38,20 @@ from .session import Session, open_session
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Iterator
+    from collections.abc import Iterable, Iterator
+    from datetime import datetime
 
     from spillvault.domain.artifact import Artifact
+    from spillvault.domain.cleanup import ArtifactCleanupPlan, ArtifactCleanupReport
     from spillvault.domain.reading import GrepResult
-    from spillvault.domain.values import ArtifactReference
+    from spillvault.domain.values import (
+        ArtifactCleanupPolicy,
+        ArtifactReference,
+        ArtifactRetentionClaim,
+    )
 
     from .artifact_store import ArtifactStream
+    from .retention_journal import ArtifactRetentionJournal
 
 logger = logging.getLogger("spillvault")
 
@@ -265,6 +277,81 @@ class ToolResultExternalizer:
     def read_from_disk(self, path: str, offset: int = 0, limit: int = 2000) -> str:
         """Seed-compatible read of an artifact path, confined like S3.2."""
         return self.reader.read_from_disk(path, offset, limit)
+
+    # garbage collection (S6) -------------------------------------------------
+
+    def plan_cleanup_from_journal(
+        self,
+        journal: ArtifactRetentionJournal,
+        *,
+        policy: ArtifactCleanupPolicy,
+        now: datetime | None = None,
+    ) -> ArtifactCleanupPlan:
+        """Plan GC against the journal's live leases (S6.1); a dry run by default."""
+        return gc.plan_cleanup_from_journal(
+            self._same_session(journal), policy=policy, now=now
+        )
+
+    def apply_cleanup_from_journal(
+        self,
+        plan: ArtifactCleanupPlan,
+        journal: ArtifactRetentionJournal,
+        *,
+        now: datetime | None = None,
+    ) -> ArtifactCleanupReport:
+        """Delete what `plan` planned and is still exactly as planned (S6.2)."""
+        return gc.apply_cleanup_from_journal(self._same_session(journal), plan, now=now)
+
+    def cleanup_artifacts_from_journal(
+        self,
+        journal: ArtifactRetentionJournal,
+        *,
+        policy: ArtifactCleanupPolicy,
+        now: datetime | None = None,
+    ) -> ArtifactCleanupReport:
+        """Plan, then apply unless the policy is a dry run."""
+        plan = self.plan_cleanup_from_journal(journal, policy=policy, now=now)
+        return self.apply_cleanup_from_journal(plan, journal, now=now)
+
+    def plan_cleanup(
+        self,
+        claims: Iterable[ArtifactRetentionClaim] = (),
+        *,
+        policy: ArtifactCleanupPolicy,
+        now: datetime | None = None,
+    ) -> ArtifactCleanupPlan:
+        """Plan GC from raw claims (the seed's way); refused once leases exist (S6.4)."""
+        return gc.plan_cleanup_from_claims(
+            self.session, iter(claims), policy=policy, now=now
+        )
+
+    def apply_cleanup(
+        self,
+        plan: ArtifactCleanupPlan,
+        *,
+        claims: Iterable[ArtifactRetentionClaim],
+        now: datetime | None = None,
+    ) -> ArtifactCleanupReport:
+        """Apply a raw-claims plan; refused once leases exist (S6.4)."""
+        return gc.apply_cleanup_with_claims(self.session, plan, list(claims), now=now)
+
+    def cleanup_artifacts(
+        self,
+        claims: Iterable[ArtifactRetentionClaim] = (),
+        *,
+        policy: ArtifactCleanupPolicy,
+        now: datetime | None = None,
+    ) -> ArtifactCleanupReport:
+        """Plan from raw claims, then apply unless the policy is a dry run."""
+        claims = list(claims)
+        plan = self.plan_cleanup(claims, policy=policy, now=now)
+        return self.apply_cleanup(plan, claims=claims, now=now)
+
+    def _same_session(self, journal: ArtifactRetentionJournal) -> Session:
+        if journal.session_id != self.session.session_id:
+            msg = "the journal belongs to a different artifact session"
+            raise ArtifactRetentionError(msg)
+        return journal.session
 
     def close(self) -> None:
         """Release the artifact directory, and the session if this opened it."""

@@ -9,9 +9,9 @@ only when `flock(LOCK_EX|LOCK_NB)` on it succeeds. The pass
 - records `lost` for an artifact (open, sealed, partial, orphan) whose file is gone.
 
 Entries that are not private regular files of ours are never touched; they are
-reported as `refused`. Resolving GC quarantine entries from their recorded
-intents (S6.2) belongs to the garbage-collection work and is added there; this
-pass leaves quarantined artifacts and `.quarantine/` alone.
+reported as `refused`. Artifacts a crashed GC apply left quarantined are
+resolved from their intents (`gc.resolve_quarantine`): put back, or their
+verified deletion recorded.
 
 Artifacts are found in the session view (S8.1), which folds only the events
 recorded since it was saved.
@@ -32,6 +32,7 @@ from .artifact_store import TMP_PREFIX
 from .content_writer import hash_open_file, summary_for
 from .eventstore import retrying
 from .fs import READ_FLAGS, check_private, open_private_dir
+from .gc import resolve_quarantine
 from .layout import TOOL_RESULTS_DIR
 from .lease_projection import session_projection
 
@@ -56,6 +57,7 @@ class ArtifactRecoveryReport:
     live_open: list[str] = field(default_factory=list)
     marked_lost: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
+    quarantine_resolved: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready mapping of sorted filename lists."""
@@ -66,12 +68,18 @@ class ArtifactRecoveryReport:
             "live_open": sorted(self.live_open),
             "marked_lost": sorted(self.marked_lost),
             "refused": sorted(self.refused),
+            "quarantine_resolved": sorted(self.quarantine_resolved),
         }
 
     @property
     def changed(self) -> bool:
         """Whether the pass removed or recorded anything."""
-        return bool(self.removed_tmp or self.sealed_partial or self.marked_lost)
+        return bool(
+            self.removed_tmp
+            or self.sealed_partial
+            or self.marked_lost
+            or self.quarantine_resolved
+        )
 
 
 def recover_artifacts(session: Session) -> ArtifactRecoveryReport:
@@ -108,6 +116,7 @@ class _Pass:
                 removed = self.remove_stale_tmp(name) or removed
         if removed:
             self.fs.fsync(self.dir_fd)
+        self.report.quarantine_resolved = resolve_quarantine(self.session, self.dir_fd)
         for filename in sorted(artifact_filenames(self.session), key=_number):
             artifact = self.store.get_artifact(filename)
             if artifact is None:

@@ -47,6 +47,11 @@ from spillvault.domain import (
     SpillPolicyError,
     parse_artifact_source_id,
 )
+from spillvault.domain.cleanup import (
+    ArtifactCleanupDecision,
+    ArtifactCleanupPlan,
+    ArtifactCleanupReport,
+)
 from spillvault.domain.policy import SizeUnit, SpillPolicy, ToolLimit
 from spillvault.domain.reading import GrepMatch, GrepResult
 
@@ -74,7 +79,10 @@ __all__ = [
     "TAIL_BYTES",
     "TOOL_RESULT_THRESHOLD_KB",
     "ArtifactAccessError",
+    "ArtifactCleanupDecision",
+    "ArtifactCleanupPlan",
     "ArtifactCleanupPolicy",
+    "ArtifactCleanupReport",
     "ArtifactCleanupStatus",
     "ArtifactIntegrityError",
     "ArtifactLeaseJournalError",

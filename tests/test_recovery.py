@@ -40,6 +40,7 @@ EMPTY = {
     "live_open": [],
     "marked_lost": [],
     "refused": [],
+    "quarantine_resolved": [],
 }
 
 
@@ -192,19 +193,20 @@ def test_vanished_files_are_marked_lost(
     assert report_of(session) == EMPTY
 
 
-def test_quarantined_artifacts_are_left_to_gc(
+def test_a_quarantine_intent_is_resolved_from_where_the_file_is(
     store: LocalArtifactStore, session: Session, session_dir: Path
 ) -> None:
-    name = store.store([b"q"], source_tool="t").filename
-    artifact = session.store.get_artifact(name)
-    assert artifact is not None
-    artifact.quarantine("intent-1", quarantined_at=session.clock.now())
-    session.store.save_aggregates(artifact)
-    (session_dir / "tool-results" / name).unlink()
-    assert report_of(session) == EMPTY
-    again = session.store.get_artifact(name)
-    assert again is not None
-    assert again.state == "quarantined"
+    gone, back = (store.store([b"q"], source_tool="t").filename for _ in range(2))
+    for name in (gone, back):
+        artifact = session.store.get_artifact(name)
+        assert artifact is not None
+        artifact.quarantine(f"intent-{name}", quarantined_at=session.clock.now())
+        session.store.save_aggregates(artifact)
+    # `gone`: unlinked after its checks, then the crash; `back`: never moved
+    (session_dir / "tool-results" / gone).unlink()
+    assert report_of(session) == {**EMPTY, "quarantine_resolved": sorted([gone, back])}
+    states = {n: session.store.get_artifact(n).state for n in (gone, back)}  # type: ignore[union-attr]
+    assert states == {gone: "deleted", back: "sealed"}
 
 
 def test_a_symlink_at_an_open_artifacts_name_is_refused(
@@ -252,7 +254,7 @@ def test_recovery_runs_under_the_session_lock(
 
     monkeypatch.setattr(session.fs, "listdir", listdir)
     recover_artifacts(session)
-    assert held == [True]
+    assert held == [True, True]  # tool-results, then .quarantine
 
 
 def test_artifacts_are_found_from_their_creation_events(

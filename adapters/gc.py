@@ -1,0 +1,645 @@
+"""Two-phase, fail-closed garbage collection of artifacts (S6, S2.6).
+
+Plan: verify the journal whole, fold the live claims, scan `tool-results/`
+without following links (lstat; regular artifact files opened per A4 and
+hashed whole), and give every entry one S6.1 status. Apply: for each
+`planned_delete`, under the session lock, fold the claims again, record a
+quarantine intent, move the file into a fresh `.quarantine/<intent>/`, check
+that it is still exactly the planned file, unlink it and record the deletion;
+anything unexpected puts a regular file back (or leaves it quarantined) and
+is reported `race_detected`. An OSError stops the run. The recovery pass
+(`resolve_quarantine`) finishes what a crash interrupted, from the intents:
+the file goes back unless it was already unlinked.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import stat
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Self
+
+from spillvault.domain.artifact import Artifact, ArtifactContent
+from spillvault.domain.cleanup import (
+    ArtifactCleanupDecision,
+    ArtifactCleanupPlan,
+    ArtifactCleanupReport,
+    EntryFacts,
+    EntryKind,
+    FileSnapshot,
+    explain,
+    limit_deletions,
+    missing_decision,
+)
+from spillvault.domain.enums import ArtifactCleanupStatus, ArtifactState
+from spillvault.domain.errors import ArtifactAccessError, ArtifactRetentionError
+from spillvault.domain.values import artifact_number
+
+from .content_writer import hash_open_file
+from .eventstore import retrying
+from .fs import DIR_FLAGS, READ_FLAGS, check_private, open_private_dir
+from .layout import QUARANTINE_DIR, TOOL_RESULTS_DIR
+from .lease_projection import session_projection
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from datetime import datetime
+
+    from spillvault.domain.ports import FileSystem, StatResult
+    from spillvault.domain.session_view import LiveLease
+    from spillvault.domain.values import ArtifactCleanupPolicy, ArtifactRetentionClaim
+
+    from .session import Session
+
+Status = ArtifactCleanupStatus
+Progress = Callable[[int, int], None]
+"""Called with (entries done, entries in all) as a run goes."""
+_STORED = frozenset({ArtifactState.SEALED, ArtifactState.PARTIAL, ArtifactState.ORPHAN})
+_KINDS = (
+    (stat.S_ISDIR, EntryKind.DIRECTORY),
+    (stat.S_ISLNK, EntryKind.SYMLINK),
+    (stat.S_ISFIFO, EntryKind.FIFO),
+    (stat.S_ISSOCK, EntryKind.SOCKET),
+    (stat.S_ISREG, EntryKind.REGULAR),
+)
+
+
+@dataclass(frozen=True)
+class _Claims:
+    """The claims that bear on each artifact, by filename."""
+
+    digests: dict[str, tuple[str, ...]]
+    counts: dict[str, int]
+
+    @classmethod
+    def from_leases(cls, leases: Iterator[LiveLease], now: datetime) -> _Claims:
+        return cls.from_claims((lease.claim, lease.protects(now)) for lease in leases)
+
+    @classmethod
+    def from_claims(
+        cls, claims: Iterator[tuple[ArtifactRetentionClaim, bool]]
+    ) -> _Claims:
+        digests: dict[str, list[str]] = {}
+        counts: dict[str, int] = {}
+        for claim, protects in claims:
+            name = claim.parsed_source_id.filename
+            digests.setdefault(name, []).append(claim.content_sha256)
+            if protects:
+                counts[name] = counts.get(name, 0) + claim.reference_count
+        return cls({n: tuple(d) for n, d in digests.items()}, counts)
+
+    def protects(self, filename: str) -> bool:
+        return self.counts.get(filename, 0) > 0
+
+
+def plan_cleanup_from_journal(
+    session: Session,
+    *,
+    policy: ArtifactCleanupPolicy,
+    now: datetime | None = None,
+    progress: Progress | None = None,
+) -> ArtifactCleanupPlan:
+    """Phase one (S6.1): verify the journal whole, then decide every entry."""
+    projection = session_projection(session)
+    projection.verify_whole()
+    at = now or session.clock.now()
+    claims = _Claims.from_leases(iter(projection.live_leases().values()), at)
+    return _Planner(session, policy, at, claims, progress).plan()
+
+
+def plan_cleanup_from_claims(
+    session: Session,
+    claims: Iterator[ArtifactRetentionClaim],
+    *,
+    policy: ArtifactCleanupPolicy,
+    now: datetime | None = None,
+) -> ArtifactCleanupPlan:
+    """Plan from raw claims (the seed's way); refused once a lease exists (S6.4)."""
+    _refuse_raw_claims(session)
+    at = now or session.clock.now()
+    checked = [(claim, claim.is_active(at)) for claim in claims]
+    for claim, _ in checked:
+        claim.check_session(session.session_id)
+    return _Planner(
+        session, policy, at, _Claims.from_claims(iter(checked)), None
+    ).plan()
+
+
+def _refuse_raw_claims(session: Session) -> None:
+    projection = session_projection(session)
+    if projection.live_leases() or projection.checkpoint.sequence:
+        msg = (
+            "this session has retention leases: raw-claims cleanup is refused; "
+            "use plan_cleanup_from_journal"
+        )
+        raise ArtifactRetentionError(msg)
+
+
+class _Planner:
+    def __init__(
+        self,
+        session: Session,
+        policy: ArtifactCleanupPolicy,
+        now: datetime,
+        claims: _Claims,
+        progress: Progress | None,
+    ) -> None:
+        self.session = session
+        self.fs: FileSystem = session.fs
+        self.policy = policy
+        self.now = now
+        self.claims = claims
+        self.progress = progress
+
+    def plan(self) -> ArtifactCleanupPlan:
+        with _ToolResults(self.session) as results:
+            names = sorted(self.fs.listdir(results.fd))
+            decisions = []
+            for done, name in enumerate(names, 1):
+                decisions.append(self.decide(results.fd, name))
+                if self.progress is not None:
+                    self.progress(done, len(names))
+        present = set(names)
+        decisions = limit_deletions(decisions, self.policy.max_deletions)
+        decisions += self.missing(present)
+        return ArtifactCleanupPlan(
+            session_id=self.session.session_id,
+            planned_at=self.now,
+            policy=self.policy,
+            decisions=tuple(decisions),
+        )
+
+    def decide(self, dir_fd: int, name: str) -> ArtifactCleanupDecision:
+        try:
+            info = self.fs.lstat(name, dir_fd=dir_fd)
+        except FileNotFoundError:
+            return ArtifactCleanupDecision(
+                name, Status.MISSING, 0, "vanished while scanned"
+            )
+        facts = EntryFacts(name, _kind(info.st_mode))
+        if facts.kind is EntryKind.REGULAR and artifact_number(name) is not None:
+            facts = self.regular_facts(dir_fd, name)
+        return explain(
+            facts, now=self.now, orphan_ttl_seconds=self.policy.orphan_ttl_seconds
+        )
+
+    def regular_facts(self, dir_fd: int, name: str) -> EntryFacts:
+        store = self.session.store
+        artifact = store.get_artifact(name)
+        base = EntryFacts(
+            name,
+            EntryKind.REGULAR,
+            claim_digests=self.claims.digests.get(name, ()),
+            reference_count=self.claims.counts.get(name, 0),
+            protected=self.claims.protects(name),
+        )
+        opened = _open_artifact(self.fs, dir_fd, name)
+        if opened is None:
+            return EntryFacts(name, EntryKind.SYMLINK)  # swapped for a link meanwhile
+        fd, info = opened
+        try:
+            if not _try_flock(self.fs, fd):
+                return _with(base, artifact, being_written=True)
+            content, _ = hash_open_file(self.fs, fd)
+        finally:
+            self.fs.close(fd)
+        snapshot = _snapshot(info, content)
+        if artifact is None:
+            artifact = self.adopt(name, content)
+        return _with(base, artifact, snapshot=snapshot)
+
+    def adopt(self, name: str, content: ArtifactContent) -> Artifact:
+        """Record a file found with no event as an orphan artifact (S6.1)."""
+
+        def attempt() -> Artifact:
+            known = self.session.store.get_artifact(name)
+            if known is not None:
+                return known
+            adopted = Artifact.adopt(name, content, adopted_at=self.now)
+            self.session.store.save_aggregates(adopted)
+            return adopted
+
+        with self.session.lock:
+            return retrying(attempt)
+
+    def missing(self, present: set[str]) -> list[ArtifactCleanupDecision]:
+        decisions = []
+        for name in session_projection(self.session).artifact_filenames():
+            if name in present:
+                continue
+            artifact = self.session.store.get_artifact(name)
+            if artifact is None:
+                continue
+            state = artifact.artifact_state
+            if state in {ArtifactState.DELETED, ArtifactState.QUARANTINED}:
+                continue
+            decisions.append(
+                missing_decision(
+                    name,
+                    reference_count=self.claims.counts.get(name, 0),
+                    protected=self.claims.protects(name),
+                    state=state,
+                )
+            )
+        return decisions
+
+
+def _with(
+    base: EntryFacts,
+    artifact: Artifact | None,
+    *,
+    snapshot: FileSnapshot | None = None,
+    being_written: bool = False,
+) -> EntryFacts:
+    content = None if artifact is None else artifact.stored_content
+    return EntryFacts(
+        filename=base.filename,
+        kind=base.kind,
+        artifact_state=None if artifact is None else artifact.artifact_state,
+        being_written=being_written,
+        recorded_sha256=None if content is None else content.content_sha256,
+        recorded_size=None if content is None else content.size_bytes,
+        snapshot=snapshot,
+        claim_digests=base.claim_digests,
+        reference_count=base.reference_count,
+        protected=base.protected,
+    )
+
+
+# ------------------------------------------------------------------- apply
+
+
+def apply_cleanup_from_journal(
+    session: Session,
+    plan: ArtifactCleanupPlan,
+    *,
+    now: datetime | None = None,
+    progress: Progress | None = None,
+) -> ArtifactCleanupReport:
+    """Phase two (S6.2): delete the candidates still exactly as planned."""
+    plan.check_session(session.session_id)
+    projection = session_projection(session)
+
+    def protecting(at: datetime) -> _Claims:
+        return _Claims.from_leases(iter(projection.live_leases().values()), at)
+
+    return _Applier(session, plan, now, protecting, progress).run()
+
+
+def apply_cleanup_with_claims(
+    session: Session,
+    plan: ArtifactCleanupPlan,
+    claims: list[ArtifactRetentionClaim],
+    *,
+    now: datetime | None = None,
+) -> ArtifactCleanupReport:
+    """Apply with raw claims (the seed's way); refused once a lease exists (S6.4)."""
+    plan.check_session(session.session_id)
+    _refuse_raw_claims(session)
+
+    def protecting(at: datetime) -> _Claims:
+        return _Claims.from_claims(iter([(c, c.is_active(at)) for c in claims]))
+
+    return _Applier(session, plan, now, protecting, None).run()
+
+
+class _Applier:
+    def __init__(
+        self,
+        session: Session,
+        plan: ArtifactCleanupPlan,
+        now: datetime | None,
+        protecting: Callable[[datetime], _Claims],
+        progress: Progress | None,
+    ) -> None:
+        self.session = session
+        self.fs: FileSystem = session.fs
+        self.plan = plan
+        self.now = now
+        self.protecting = protecting
+        self.progress = progress
+
+    def run(self) -> ArtifactCleanupReport:
+        candidates = self.plan.candidates()
+        if self.plan.dry_run:
+            return ArtifactCleanupReport(
+                self.session.session_id, (), dry_run=True,
+                untouched=tuple(c.filename for c in candidates),
+            )  # fmt: skip
+        outcomes: list[ArtifactCleanupDecision] = []
+        error: str | None = None
+        with (
+            _ToolResults(self.session) as results,
+            _Quarantine(self.session) as quarantine,
+        ):
+            for done, candidate in enumerate(candidates, 1):
+                try:
+                    with self.session.lock:
+                        outcomes.append(
+                            self.apply_one(results.fd, quarantine.fd, candidate)
+                        )
+                except OSError as failure:
+                    error = f"{candidate.filename}: {failure}"
+                    break
+                if self.progress is not None:
+                    self.progress(done, len(candidates))
+        untouched = tuple(c.filename for c in candidates[len(outcomes) :])
+        return ArtifactCleanupReport(
+            self.session.session_id, tuple(outcomes), error=error, untouched=untouched
+        )
+
+    def at(self) -> datetime:
+        return self.now or self.session.clock.now()
+
+    def apply_one(
+        self, results_fd: int, quarantine_fd: int, planned: ArtifactCleanupDecision
+    ) -> ArtifactCleanupDecision:
+        name, snapshot = planned.filename, planned.snapshot
+        claims = self.protecting(self.at())
+        if claims.protects(name):
+            return _outcome(
+                planned,
+                Status.RETAINED_REFERENCED,
+                "a claim appeared after planning",
+                claims,
+            )
+        artifact = self.session.store.get_artifact(name)
+        if (
+            snapshot is None
+            or artifact is None
+            or artifact.artifact_state not in _STORED
+        ):
+            return _outcome(
+                planned, Status.RACE_DETECTED, "the artifact changed state", claims
+            )
+        try:
+            info = self.fs.lstat(name, dir_fd=results_fd)
+        except FileNotFoundError:
+            self.mark_lost(name)
+            return _outcome(
+                planned, Status.ALREADY_MISSING, "the file was already gone", claims
+            )
+        if not _same_entry(info, snapshot, regular=True):
+            return _outcome(
+                planned,
+                Status.RACE_DETECTED,
+                "the file was replaced or changed",
+                claims,
+            )
+        intent = uuid.uuid4().hex
+        artifact.quarantine(intent, quarantined_at=self.at())
+        self.session.store.save_aggregates(artifact)
+        self.fs.mkdir(intent, 0o700, dir_fd=quarantine_fd)
+        self.fs.fsync(quarantine_fd)
+        intent_fd = self.fs.open(intent, DIR_FLAGS, dir_fd=quarantine_fd)
+        try:
+            self.fs.rename(name, name, src_dir_fd=results_fd, dst_dir_fd=intent_fd)
+            self.fs.fsync(intent_fd)
+            self.fs.fsync(results_fd)
+            if self.verified(intent_fd, name, snapshot):
+                self.fs.unlink(name, dir_fd=intent_fd)
+                self.fs.fsync(intent_fd)
+                artifact.delete(deleted_at=self.at())
+                self.session.store.save_aggregates(artifact)
+                _remove_intent_dir(self.fs, quarantine_fd, intent)
+                return _outcome(
+                    planned, Status.DELETED, "verified and unlinked", claims
+                )
+            put_back = _put_back(self.fs, intent_fd, results_fd, name)
+        finally:
+            self.fs.close(intent_fd)
+        if put_back:
+            artifact.restore(restored_at=self.at())
+            self.session.store.save_aggregates(artifact)
+            _remove_intent_dir(self.fs, quarantine_fd, intent)
+            reason = "not the planned file: put back"
+        else:
+            reason = "not the planned file: left in quarantine"
+        return _outcome(planned, Status.RACE_DETECTED, reason, claims)
+
+    def verified(self, dir_fd: int, name: str, snapshot: FileSnapshot) -> bool:
+        opened = _open_artifact(self.fs, dir_fd, name)
+        if opened is None:
+            return False
+        fd, info = opened
+        try:
+            if not _same_entry(info, snapshot, regular=True) or info.st_nlink != 1:
+                return False
+            content, _ = hash_open_file(self.fs, fd)
+        finally:
+            self.fs.close(fd)
+        return content.content_sha256 == snapshot.content_sha256
+
+    def mark_lost(self, name: str) -> None:
+        artifact = self.session.store.get_artifact(name)
+        if artifact is not None and artifact.artifact_state in _STORED:
+            artifact.mark_lost(detected_at=self.at())
+            self.session.store.save_aggregates(artifact)
+
+
+def _outcome(
+    planned: ArtifactCleanupDecision, status: Status, reason: str, claims: _Claims
+) -> ArtifactCleanupDecision:
+    return ArtifactCleanupDecision(
+        planned.filename,
+        status,
+        claims.counts.get(planned.filename, 0),
+        reason,
+        planned.snapshot,
+    )
+
+
+# -------------------------------------------------------------- recovery
+
+
+def resolve_quarantine(session: Session, results_fd: int) -> list[str]:
+    """Finish what a crashed apply left, from its intents (S2.6); return the names.
+
+    A file still in its intent directory goes back (the next plan decides
+    again); a file already unlinked gets its deletion recorded; a file back in
+    place gets its restoration recorded. Nothing a lease protects is lost: a
+    file is only ever unlinked after the checks under the session lock.
+    """
+    resolved: list[str] = []
+    with _Quarantine(session) as quarantine:
+        for name in session_projection(session).artifact_filenames():
+            artifact = session.store.get_artifact(name)
+            if (
+                artifact is None
+                or artifact.artifact_state is not ArtifactState.QUARANTINED
+            ):
+                continue
+            intent = str(getattr(artifact, "quarantine_intent", "") or "")
+            _resolve_one(session, quarantine.fd, results_fd, artifact, intent)
+            resolved.append(name)
+        _remove_empty_intents(session.fs, quarantine.fd)
+    return resolved
+
+
+def _resolve_one(
+    session: Session,
+    quarantine_fd: int,
+    results_fd: int,
+    artifact: Artifact,
+    intent: str,
+) -> None:
+    fs, name, at = session.fs, artifact.filename, session.clock.now()
+    try:
+        intent_fd = fs.open(intent, DIR_FLAGS, dir_fd=quarantine_fd) if intent else None
+    except FileNotFoundError:
+        intent_fd = None
+    try:
+        held = intent_fd is not None and _exists(fs, name, intent_fd)
+        if (
+            held
+            and intent_fd is not None
+            and _put_back(fs, intent_fd, results_fd, name)
+        ):
+            artifact.restore(restored_at=at)
+        elif held:
+            return  # the name is taken by another file: stay quarantined
+        elif _exists(fs, name, results_fd):
+            artifact.restore(restored_at=at)  # crashed before or after the move
+        else:
+            artifact.delete(deleted_at=at)  # crashed after the verified unlink
+    finally:
+        if intent_fd is not None:
+            fs.close(intent_fd)
+    session.store.save_aggregates(artifact)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+class _ToolResults:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.fd = -1
+
+    def __enter__(self) -> Self:
+        self.fd = open_private_dir(
+            self.session.fs, TOOL_RESULTS_DIR, dir_fd=self.session.dir_fd,
+            what="tool-results directory",
+        )  # fmt: skip
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.session.fs.close(self.fd)
+
+
+class _Quarantine(_ToolResults):
+    def __enter__(self) -> Self:
+        self.fd = open_private_dir(
+            self.session.fs, QUARANTINE_DIR, dir_fd=self.session.dir_fd,
+            what="quarantine directory",
+        )  # fmt: skip
+        return self
+
+
+def _kind(mode: int) -> EntryKind:
+    for test, kind in _KINDS:
+        if test(mode):
+            return kind
+    return EntryKind.DEVICE
+
+
+def _open_artifact(
+    fs: FileSystem, dir_fd: int, name: str
+) -> tuple[int, StatResult] | None:
+    """Open per A4 (never blocking on a FIFO); None unless a private regular file."""
+    try:
+        fd = fs.open(name, READ_FLAGS, dir_fd=dir_fd)
+    except OSError as error:
+        if error.errno in {errno.ELOOP, errno.ENOENT, errno.EACCES, errno.ENXIO}:
+            return None
+        raise
+    try:
+        check_private(fs, fd, name, directory=False)
+        info = fs.fstat(fd)
+    except ArtifactAccessError:
+        fs.close(fd)
+        return None
+    except BaseException:
+        fs.close(fd)
+        raise
+    return fd, info
+
+
+def _try_flock(fs: FileSystem, fd: int) -> bool:
+    try:
+        fs.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    fs.flock(fd, fcntl.LOCK_UN)
+    return True
+
+
+def _snapshot(info: StatResult, content: ArtifactContent) -> FileSnapshot:
+    return FileSnapshot(
+        size_bytes=content.size_bytes,
+        mtime_ns=info.st_mtime_ns,
+        st_dev=info.st_dev,
+        st_ino=info.st_ino,
+        content_sha256=content.content_sha256,
+    )
+
+
+def _same_entry(info: StatResult, snapshot: FileSnapshot, *, regular: bool) -> bool:
+    return (
+        (not regular or stat.S_ISREG(info.st_mode))
+        and (info.st_dev, info.st_ino) == (snapshot.st_dev, snapshot.st_ino)
+        and (info.st_size, info.st_mtime_ns) == (snapshot.size_bytes, snapshot.mtime_ns)
+    )
+
+
+def _put_back(fs: FileSystem, intent_fd: int, results_fd: int, name: str) -> bool:
+    """Move a regular file back with link + unlink; False if it must stay (S6.2)."""
+    try:
+        info = fs.lstat(name, dir_fd=intent_fd)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(info.st_mode):
+        return False
+    try:
+        fs.link(name, name, src_dir_fd=intent_fd, dst_dir_fd=results_fd)
+    except FileExistsError:
+        return False
+    fs.fsync(results_fd)
+    fs.unlink(name, dir_fd=intent_fd)
+    fs.fsync(intent_fd)
+    return True
+
+
+def _exists(fs: FileSystem, name: str, dir_fd: int) -> bool:
+    try:
+        fs.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _remove_intent_dir(fs: FileSystem, quarantine_fd: int, intent: str) -> None:
+    try:
+        fs.rmdir(intent, dir_fd=quarantine_fd)
+    except OSError as error:
+        if error.errno not in {errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT}:
+            raise
+        return
+    fs.fsync(quarantine_fd)
+
+
+def _remove_empty_intents(fs: FileSystem, quarantine_fd: int) -> None:
+    for intent in fs.listdir(quarantine_fd):
+        _remove_intent_dir(fs, quarantine_fd, intent)
+
+
+__all__ = [
+    "apply_cleanup_from_journal",
+    "apply_cleanup_with_claims",
+    "plan_cleanup_from_claims",
+    "plan_cleanup_from_journal",
+    "resolve_quarantine",
+]
