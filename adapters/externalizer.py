@@ -320,7 +320,7 @@ class ToolResultExternalizer:
         policy: ArtifactCleanupPolicy,
         now: datetime | None = None,
     ) -> ArtifactCleanupPlan:
-        """Plan GC from raw claims (the seed's way); refused once leases exist (S6.4)."""
+        """Plan GC from raw claims (the seed's way); refused with leases (S6.4)."""
         return gc.plan_cleanup_from_claims(
             self.session, iter(claims), policy=policy, now=now
         )
