@@ -140,6 +140,23 @@ def _add_lease_commands(commands: Any) -> None:
     resolve.set_defaults(handler=_lease_handler("lease_resolve_command"))
 
 
+def _run_gc(args: argparse.Namespace) -> int:
+    from .cli_gc import gc_command  # noqa: PLC0415 - load only what the command needs
+
+    return gc_command(args)
+
+
+def _add_gc_command(commands: Any) -> None:
+    gc = commands.add_parser(
+        "gc", help="plan (and with --apply, do) deleting what nothing protects"
+    )
+    _session_option(gc)
+    gc.add_argument("--ttl", default="24h", help="orphan TTL: keep younger files (24h)")
+    gc.add_argument("--max", type=int, default=None, help="delete at most N (oldest)")
+    gc.add_argument("--apply", action="store_true", help="delete (default: dry run)")
+    gc.set_defaults(handler=_run_gc)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the parser with every subcommand."""
     parser = argparse.ArgumentParser(
@@ -162,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(handler=_run_demo)
     _add_artifact_commands(commands)
     _add_lease_commands(commands)
+    _add_gc_command(commands)
     return parser
 
 

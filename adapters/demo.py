@@ -8,14 +8,16 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from spillvault.domain.errors import ArtifactLeaseJournalError
-from spillvault.domain.values import ArtifactLeaseTransaction, ArtifactRetentionClaim
+from spillvault.domain.values import ArtifactCleanupPolicy, ArtifactRetentionClaim
 
 from .session import open_session
+from .sqlite_owner import SQLiteOwner
 from .sqlite_store import STORE_NAME
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from spillvault.domain.cleanup import ArtifactCleanupDecision
     from spillvault.domain.values import ArtifactReference
 
 FAILURE_LINE = 11_874  # 1-based, deep in the middle of the demo's grep output
@@ -27,6 +29,7 @@ def run_demo(parent: str | None, *, out: Callable[[str], object]) -> int:
         session_dir = os.path.join(tmp, "demo-session")
         artifact = _spill_and_page_fault(session_dir, out)
         _lease_round_trip(session_dir, artifact, out)
+        _garbage_collection(session_dir, out)
         _refusal(session_dir, out)
     return 0
 
@@ -87,31 +90,63 @@ def _size(count: int) -> str:
 def _lease_round_trip(
     session_dir: str, artifact: ArtifactReference, out: Callable[[str], object]
 ) -> None:
-    claim = ArtifactRetentionClaim.from_memory_reference(artifact.for_memory())
+    memory = artifact.for_memory()
+    claim = ArtifactRetentionClaim.from_memory_reference(memory)
+    owner = SQLiteOwner(os.path.join(os.path.dirname(session_dir), "memory.sqlite3"))
     with open_session(session_dir) as session:
-        now = session.clock.now()
-        store = session.store
-        store.prepare_lease(ArtifactLeaseTransaction("memory-ref-1", claim, now))
-        out("[lease] memory-ref-1 prepared  — protects the artifact with no expiry\n")
-        store.commit_lease("memory-ref-1", now + timedelta(seconds=1))
-        out("[lease] memory-ref-1 committed — the memory owner holds the reference\n")
-        store.release_lease("memory-ref-1", now + timedelta(seconds=2))
-        out("[lease] memory-ref-1 released  — the reference was deleted\n")
-        store.prepare_lease(ArtifactLeaseTransaction("memory-ref-2", claim, now))
-        store.abort_lease("memory-ref-2", now + timedelta(seconds=3))
-        out("[lease] memory-ref-2 prepared → aborted (the owner never wrote it)\n")
+        journal = session.journal
+        publisher = owner.publisher(memory, "memory-ref-1")
+        journal.publish_reference(claim, publisher, transaction_id="memory-ref-1")
+        out("[lease] memory-ref-1 prepared → written by the SQLite owner → committed\n")
+
+        def lost_receipt() -> None:
+            owner.publish("memory-ref-2", memory)
+            msg = "the owner wrote it, but its reply never came"
+            raise TimeoutError(msg)
+
         try:
-            store.commit_lease("memory-ref-2", now)
+            journal.publish_reference(
+                claim, lost_receipt, transaction_id="memory-ref-2"
+            )
+        except TimeoutError as error:
+            out(f"[lease] memory-ref-2: {error}; the process 'crashes' here\n")
+    with open_session(session_dir) as session:
+        journal = session.journal
+        pending = journal.recover().pending_transaction_ids
+        out(f"[reopen] prepared, protecting with no expiry: {pending}\n")
+        for report in journal.reconcile_pending(owner):
+            out(
+                f"[reconcile] {report.transaction_id}: {report.status.value} "
+                f"({report.reason}, owner generation {report.observed_generation})\n"
+            )
+        journal.remove_reference("memory-ref-1", owner.remover("memory-ref-1"))
+        out("[lease] memory-ref-1 removed by the owner first, then released\n")
+        try:
+            journal.commit("memory-ref-1")
         except ArtifactLeaseJournalError as error:
             out(f"[lease] refused: {error}\n")
+        checked = journal.verify()
+        out(f"[journal] {checked.records} chained records match the event store\n")
+
+
+def _garbage_collection(session_dir: str, out: Callable[[str], object]) -> None:
     with open_session(session_dir) as session:
-        out("[reopen] state rebuilt from the stored events:\n")
-        for note in session.store.notifications():
-            out(f"    #{note.id} {note.topic}\n")
-        for tx in ("memory-ref-1", "memory-ref-2"):
-            lease = session.store.get_lease(tx)
-            phases = " → ".join(lease.phase_history)
-            out(f"    {tx}: {phases} (version {lease.version})\n")
+        ext = session.externalizer
+        scratch = ext.process("scratch output\n" * 20_000, "bash").artifact
+        later = session.clock.now() + timedelta(days=2)  # past the 24 h orphan TTL
+        policy = ArtifactCleanupPolicy(dry_run=False)
+        plan = ext.plan_cleanup_from_journal(session.journal, policy=policy, now=later)
+        for decision in plan.decisions:
+            out(f"[gc plan] {_decision(decision)}\n")
+        report = ext.apply_cleanup_from_journal(plan, session.journal, now=later)
+        for decision in report.decisions:
+            out(f"[gc apply] {_decision(decision)}\n")
+        if scratch is not None and os.path.exists(scratch.path):  # pragma: no cover
+            out("[BUG] the unreferenced artifact is still there\n")
+
+
+def _decision(decision: ArtifactCleanupDecision) -> str:
+    return f"{decision.filename}: {decision.status.value} ({decision.reason})"
 
 
 def _refusal(session_dir: str, out: Callable[[str], object]) -> None:

@@ -237,13 +237,28 @@ def _classify(  # noqa: PLR0911 - one return per row of the S6.1 table
     ):
         return Status.RETAINED_CORRUPT, "the file differs from its record or a claim"
     if facts.protected:
-        return Status.RETAINED_REFERENCED, (
-            f"protected by live leases ({facts.reference_count} references)"
+        count = facts.reference_count
+        plural = "" if count == 1 else "s"
+        return (
+            Status.RETAINED_REFERENCED,
+            f"protected by {count} live reference{plural}",
         )
     age = now.timestamp() - snapshot.mtime_ns / 1e9
     if age < ttl:
-        return Status.RETAINED_RECENT, f"unreferenced, {age:.0f} s old (TTL {ttl:g} s)"
-    return Status.PLANNED_DELETE, f"unreferenced and {age:.0f} s old (TTL {ttl:g} s)"
+        return Status.RETAINED_RECENT, (
+            f"unreferenced, {_duration(age)} old, under the TTL of {_duration(ttl)}"
+        )
+    return Status.PLANNED_DELETE, (
+        f"unreferenced, {_duration(age)} old, past the TTL of {_duration(ttl)}"
+    )
+
+
+def _duration(seconds: float) -> str:
+    """Render seconds as the largest whole-ish unit: 42 s, 5.0 min, 2.0 h, 3.5 d."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if abs(seconds) >= size:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds:.0f} s"
 
 
 def limit_deletions(

@@ -39,7 +39,7 @@ def test_no_command_prints_usage_and_fails() -> None:
     assert "usage: spillvault" in done.stdout
 
 
-def test_demo_drives_a_lease_round_trip_and_shows_the_refusal(tmp_path: Path) -> None:
+def test_demo_spills_leases_reconciles_collects_and_refuses(tmp_path: Path) -> None:
     done = run("demo", "--dir", str(tmp_path))
     assert done.returncode == 0, done.stderr
     out = done.stdout
@@ -48,14 +48,15 @@ def test_demo_drives_a_lease_round_trip_and_shows_the_refusal(tmp_path: Path) ->
         "key line kept in the preview → line 11874: tests/test_gc.py:212: Assert",
         "11874: tests/test_gc.py:212: AssertionError",
         "[grep] 'AssertionError' → line 11874",
-        "memory-ref-1 prepared",
-        "memory-ref-1 committed",
-        "memory-ref-1 released",
-        "refused: illegal transition: Lease cannot commit from 'aborted'",
-        "spillvault:Artifact.Stored",
-        "spillvault:Lease.Prepared",
-        "memory-ref-1: prepared → committed → released (version 3)",
-        "memory-ref-2: prepared → aborted (version 2)",
+        "[lease] memory-ref-1 prepared → written by the SQLite owner → committed",
+        "memory-ref-2: the owner wrote it, but its reply never came",
+        "[reopen] prepared, protecting with no expiry: ('memory-ref-2',)",
+        "[reconcile] memory-ref-2: committed (owner_published",
+        "[lease] refused: illegal transition: Lease cannot commit from 'released'",
+        "[journal] 5 chained records match the event store",
+        "[gc plan] tool_result_001.txt: retained_referenced (protected by 1 live ref",
+        "[gc plan] tool_result_002.txt: planned_delete (unreferenced, 2.0 d old",
+        "[gc apply] tool_result_002.txt: deleted (verified and unlinked)",
         "[refused] event store missing",
     ):
         assert line in out, line
