@@ -19,6 +19,7 @@ import fcntl
 import stat
 import uuid
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Self
 
@@ -35,7 +36,11 @@ from spillvault.domain.cleanup import (
     missing_decision,
 )
 from spillvault.domain.enums import ArtifactCleanupStatus, ArtifactState
-from spillvault.domain.errors import ArtifactAccessError, ArtifactRetentionError
+from spillvault.domain.errors import (
+    ArtifactAccessError,
+    ArtifactLeaseJournalError,
+    ArtifactRetentionError,
+)
 from spillvault.domain.values import artifact_number
 
 from .content_writer import hash_open_file
@@ -197,8 +202,8 @@ class _Planner:
             protected=self.claims.protects(name),
         )
         opened = _open_artifact(self.fs, dir_fd, name)
-        if opened is None:
-            return EntryFacts(name, EntryKind.SYMLINK)  # swapped for a link meanwhile
+        if opened is None:  # not private, not ours, or swapped for a link meanwhile
+            return EntryFacts(name, EntryKind.FOREIGN)
         fd, info = opened
         try:
             if not _try_flock(self.fs, fd):
@@ -299,6 +304,8 @@ def apply_cleanup_with_claims(
     """Apply with raw claims (the seed's way); refused once a lease exists (S6.4)."""
     plan.check_session(session.session_id)
     _refuse_raw_claims(session)
+    for claim in claims:
+        claim.check_session(session.session_id)
 
     def protecting(at: datetime) -> _Claims:
         return _Claims.from_claims(iter([(c, c.is_active(at)) for c in claims]))
@@ -392,6 +399,29 @@ class _Applier:
         intent = uuid.uuid4().hex
         artifact.quarantine(intent, quarantined_at=self.at())
         self.session.store.save_aggregates(artifact)
+        try:
+            return self.quarantined(
+                results_fd, quarantine_fd, planned, artifact, intent, claims
+            )
+        except OSError:
+            # Settle the intent now, as the next open would, so the artifact
+            # stays usable in this process; then stop the run.
+            with suppress(OSError, ArtifactLeaseJournalError):
+                _settle(self.session, quarantine_fd, results_fd, name)
+            raise
+
+    def quarantined(  # noqa: PLR0913, PLR0917 - one candidate's whole state
+        self,
+        results_fd: int,
+        quarantine_fd: int,
+        planned: ArtifactCleanupDecision,
+        artifact: Artifact,
+        intent: str,
+        claims: _Claims,
+    ) -> ArtifactCleanupDecision:
+        """Move, check, then unlink or put back one candidate under its intent."""
+        name, snapshot = planned.filename, planned.snapshot
+        assert snapshot is not None  # noqa: S101 - checked by the caller
         self.fs.mkdir(intent, 0o700, dir_fd=quarantine_fd)
         self.fs.fsync(quarantine_fd)
         intent_fd = self.fs.open(intent, DIR_FLAGS, dir_fd=quarantine_fd)
@@ -477,6 +507,14 @@ def resolve_quarantine(session: Session, results_fd: int) -> list[str]:
             resolved.append(name)
         _remove_empty_intents(session.fs, quarantine.fd)
     return resolved
+
+
+def _settle(session: Session, quarantine_fd: int, results_fd: int, name: str) -> None:
+    """Resolve `name`'s quarantine intent if it has one, from the recorded state."""
+    artifact = session.store.get_artifact(name)
+    if artifact is not None and artifact.artifact_state is ArtifactState.QUARANTINED:
+        intent = str(getattr(artifact, "quarantine_intent", "") or "")
+        _resolve_one(session, quarantine_fd, results_fd, artifact, intent)
 
 
 def _resolve_one(
@@ -606,7 +644,10 @@ def _put_back(fs: FileSystem, intent_fd: int, results_fd: int, name: str) -> boo
     try:
         fs.link(name, name, src_dir_fd=intent_fd, dst_dir_fd=results_fd)
     except FileExistsError:
-        return False
+        # Linked back before a crash, not yet unlinked: the same inode.
+        placed = fs.lstat(name, dir_fd=results_fd)
+        if (placed.st_dev, placed.st_ino) != (info.st_dev, info.st_ino):
+            return False
     fs.fsync(results_fd)
     fs.unlink(name, dir_fd=intent_fd)
     fs.fsync(intent_fd)
@@ -625,7 +666,12 @@ def _remove_intent_dir(fs: FileSystem, quarantine_fd: int, intent: str) -> None:
     try:
         fs.rmdir(intent, dir_fd=quarantine_fd)
     except OSError as error:
-        if error.errno not in {errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT}:
+        if error.errno not in {
+            errno.ENOTEMPTY,
+            errno.EEXIST,
+            errno.ENOENT,
+            errno.ENOTDIR,  # not an intent of ours: left alone
+        }:
             raise
         return
     fs.fsync(quarantine_fd)

@@ -34,6 +34,7 @@ class EntryKind(Enum):
     FIFO = "FIFO"
     SOCKET = "socket"
     DEVICE = "device"
+    FOREIGN = "file that is not a private regular file of ours"
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,12 @@ class ArtifactCleanupDecision:
     def from_dict(cls, data: Mapping[str, Any]) -> ArtifactCleanupDecision:
         """Rebuild a decision; a path in place of a filename is refused (S6.4)."""
         filename = data["filename"]
-        if not isinstance(filename, str) or "/" in filename or "\x00" in filename:
+        if (
+            not isinstance(filename, str)
+            or filename in {"", ".", ".."}
+            or "/" in filename
+            or "\x00" in filename
+        ):
             msg = f"a plan holds filenames, never paths: {filename!r}"
             raise ArtifactRetentionError(msg)
         snapshot = data.get("snapshot")
@@ -122,7 +128,8 @@ class ArtifactCleanupPlan:
 
     def candidates(self) -> tuple[ArtifactCleanupDecision, ...]:
         """Return the `planned_delete` entries, oldest first."""
-        return tuple(d for d in self.decisions if d.status is Status.PLANNED_DELETE)
+        planned = (d for d in self.decisions if d.status is Status.PLANNED_DELETE)
+        return tuple(sorted(planned, key=_age_order))
 
     def check_session(self, session_id: str) -> None:
         """Refuse a plan made for another session (S6.4)."""
@@ -261,13 +268,17 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
+def _age_order(decision: ArtifactCleanupDecision) -> tuple[int, str]:
+    mtime = decision.snapshot.mtime_ns if decision.snapshot is not None else 0
+    return mtime, decision.filename
+
+
 def limit_deletions(
     decisions: list[ArtifactCleanupDecision], max_deletions: int | None
 ) -> list[ArtifactCleanupDecision]:
     """Keep the oldest `max_deletions` candidates planned; retain the rest (S6.1)."""
     candidates = sorted(
-        (d for d in decisions if d.status is Status.PLANNED_DELETE),
-        key=lambda d: (d.snapshot.mtime_ns if d.snapshot else 0, d.filename),
+        (d for d in decisions if d.status is Status.PLANNED_DELETE), key=_age_order
     )
     over = (
         set()
