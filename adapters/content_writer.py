@@ -173,6 +173,16 @@ def hash_open_file(fs: FileSystem, fd: int) -> tuple[ArtifactContent, str]:
     return hasher.finish()
 
 
+def digest_open_file(fs: FileSystem, fd: int) -> tuple[str, int]:
+    """Return the SHA-256 and size of a whole open file (`pread`, bounded memory)."""
+    digest = hashlib.sha256()
+    offset = 0
+    while data := fs.pread(fd, CHUNK_SIZE, offset):
+        digest.update(data)
+        offset += len(data)
+    return digest.hexdigest(), offset
+
+
 class ContentWriter:
     """Append chunks to an open file, hashing them and feeding a key-line scanner.
 
@@ -291,6 +301,7 @@ __all__ = [
     "FIRST_LINE_BYTES",
     "ContentHasher",
     "ContentWriter",
+    "digest_open_file",
     "hash_open_file",
     "summary_for",
 ]

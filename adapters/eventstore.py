@@ -47,7 +47,12 @@ class SessionStore(Application[UUID]):
     """One session's aggregates, in one store, under one notification log."""
 
     name = "spillvault"
-    snapshotting_intervals: ClassVar[dict[type[Any], int]] = {SessionView: 16}
+    # Both singletons change with every spill or sync: a snapshot every few
+    # versions keeps loading them O(1) whatever the session's history.
+    snapshotting_intervals: ClassVar[dict[type[Any], int]] = {
+        SessionView: 16,
+        ArtifactNumbers: 32,
+    }
 
     def __init__(
         self,

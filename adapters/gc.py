@@ -23,7 +23,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Self
 
-from spillvault.domain.artifact import Artifact, ArtifactContent
+from spillvault.domain.artifact import Artifact
 from spillvault.domain.cleanup import (
     ArtifactCleanupDecision,
     ArtifactCleanupPlan,
@@ -43,7 +43,7 @@ from spillvault.domain.errors import (
 )
 from spillvault.domain.values import artifact_number
 
-from .content_writer import hash_open_file
+from .content_writer import digest_open_file, hash_open_file
 from .eventstore import retrying
 from .fs import DIR_FLAGS, READ_FLAGS, check_private, open_private_dir
 from .layout import QUARANTINE_DIR, TOOL_RESULTS_DIR
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from spillvault.domain.ports import FileSystem, StatResult
-    from spillvault.domain.session_view import LiveLease
+    from spillvault.domain.session_view import ArtifactRecord, LiveLease
     from spillvault.domain.values import ArtifactCleanupPolicy, ArtifactRetentionClaim
 
     from .session import Session
@@ -158,6 +158,7 @@ class _Planner:
         self.now = now
         self.claims = claims
         self.progress = progress
+        self.records = session_projection(session).artifact_records()
 
     def plan(self) -> ArtifactCleanupPlan:
         with _ToolResults(self.session) as results:
@@ -192,8 +193,7 @@ class _Planner:
         )
 
     def regular_facts(self, dir_fd: int, name: str) -> EntryFacts:
-        store = self.session.store
-        artifact = store.get_artifact(name)
+        record = self.records.get(name)
         base = EntryFacts(
             name,
             EntryKind.REGULAR,
@@ -207,38 +207,41 @@ class _Planner:
         fd, info = opened
         try:
             if not _try_flock(self.fs, fd):
-                return _with(base, artifact, being_written=True)
-            content, _ = hash_open_file(self.fs, fd)
+                return _with(base, record, being_written=True)
+            digest, size = digest_open_file(self.fs, fd)
         finally:
             self.fs.close(fd)
-        snapshot = _snapshot(info, content)
-        if artifact is None:
-            artifact = self.adopt(name, content)
-        return _with(base, artifact, snapshot=snapshot)
+        snapshot = _snapshot(info, digest, size)
+        if record is None:
+            record = self.adopt(dir_fd, name)
+        return _with(base, record, snapshot=snapshot)
 
-    def adopt(self, name: str, content: ArtifactContent) -> Artifact:
+    def adopt(self, dir_fd: int, name: str) -> ArtifactRecord | None:
         """Record a file found with no event as an orphan artifact (S6.1)."""
+        opened = _open_artifact(self.fs, dir_fd, name)
+        if opened is None:
+            return None
+        fd, _ = opened
+        try:
+            content, _ = hash_open_file(self.fs, fd)  # chunk digests for page faults
+        finally:
+            self.fs.close(fd)
 
-        def attempt() -> Artifact:
-            known = self.session.store.get_artifact(name)
-            if known is not None:
-                return known
-            adopted = Artifact.adopt(name, content, adopted_at=self.now)
-            self.session.store.save_aggregates(adopted)
-            return adopted
+        def attempt() -> None:
+            if self.session.store.get_artifact(name) is None:
+                adopted = Artifact.adopt(name, content, adopted_at=self.now)
+                self.session.store.save_aggregates(adopted)
 
         with self.session.lock:
-            return retrying(attempt)
+            retrying(attempt)
+        return session_projection(self.session).artifact_records().get(name)
 
     def missing(self, present: set[str]) -> list[ArtifactCleanupDecision]:
         decisions = []
-        for name in session_projection(self.session).artifact_filenames():
+        for name, record in self.records.items():
             if name in present:
                 continue
-            artifact = self.session.store.get_artifact(name)
-            if artifact is None:
-                continue
-            state = artifact.artifact_state
+            state = record.state
             if state in {ArtifactState.DELETED, ArtifactState.QUARANTINED}:
                 continue
             decisions.append(
@@ -254,19 +257,18 @@ class _Planner:
 
 def _with(
     base: EntryFacts,
-    artifact: Artifact | None,
+    record: ArtifactRecord | None,
     *,
     snapshot: FileSnapshot | None = None,
     being_written: bool = False,
 ) -> EntryFacts:
-    content = None if artifact is None else artifact.stored_content
     return EntryFacts(
         filename=base.filename,
         kind=base.kind,
-        artifact_state=None if artifact is None else artifact.artifact_state,
+        artifact_state=None if record is None else record.state,
         being_written=being_written,
-        recorded_sha256=None if content is None else content.content_sha256,
-        recorded_size=None if content is None else content.size_bytes,
+        recorded_sha256=None if record is None else record.content_sha256,
+        recorded_size=None if record is None else record.size_bytes,
         snapshot=snapshot,
         claim_digests=base.claim_digests,
         reference_count=base.reference_count,
@@ -458,10 +460,10 @@ class _Applier:
         try:
             if not _same_entry(info, snapshot, regular=True) or info.st_nlink != 1:
                 return False
-            content, _ = hash_open_file(self.fs, fd)
+            digest, _ = digest_open_file(self.fs, fd)
         finally:
             self.fs.close(fd)
-        return content.content_sha256 == snapshot.content_sha256
+        return digest == snapshot.content_sha256
 
     def mark_lost(self, name: str) -> None:
         artifact = self.session.store.get_artifact(name)
@@ -495,12 +497,12 @@ def resolve_quarantine(session: Session, results_fd: int) -> list[str]:
     """
     resolved: list[str] = []
     with _Quarantine(session) as quarantine:
-        for name in session_projection(session).artifact_filenames():
+        records = session_projection(session).artifact_records()
+        for name, record in records.items():
+            if record.state is not ArtifactState.QUARANTINED:
+                continue
             artifact = session.store.get_artifact(name)
-            if (
-                artifact is None
-                or artifact.artifact_state is not ArtifactState.QUARANTINED
-            ):
+            if artifact is None:  # pragma: no cover - the view saw its creation
                 continue
             intent = str(getattr(artifact, "quarantine_intent", "") or "")
             _resolve_one(session, quarantine.fd, results_fd, artifact, intent)
@@ -615,13 +617,13 @@ def _try_flock(fs: FileSystem, fd: int) -> bool:
     return True
 
 
-def _snapshot(info: StatResult, content: ArtifactContent) -> FileSnapshot:
+def _snapshot(info: StatResult, digest: str, size: int) -> FileSnapshot:
     return FileSnapshot(
-        size_bytes=content.size_bytes,
+        size_bytes=size,
         mtime_ns=info.st_mtime_ns,
         st_dev=info.st_dev,
         st_ino=info.st_ino,
-        content_sha256=content.content_sha256,
+        content_sha256=digest,
     )
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 from uuid import UUID
 
-from spillvault.domain.artifact import ARTIFACT_CREATED_TOPICS
+from spillvault.domain.artifact import ARTIFACT_CREATED_TOPICS, Artifact
 from spillvault.domain.enums import ArtifactLeasePhase
 from spillvault.domain.errors import ArtifactLeaseJournalError, ArtifactStoreConflict
 from spillvault.domain.journal_records import (
@@ -32,9 +32,11 @@ from spillvault.domain.lease import Lease
 from spillvault.domain.session_view import (
     SESSION_VIEW_ID,
     ZERO_HASH,
+    ArtifactRecord,
     JournalCheckpoint,
     LiveLease,
     SessionView,
+    next_artifact_record,
 )
 
 from .journal_file import JournalFile
@@ -57,6 +59,7 @@ LeaseEvent = tuple[int, str, ArtifactLeasePhase, dict[str, Any]]
 _VERIFY_BLOCK = 1 << 20  # journal bytes read at a time by `verify_whole`
 _LOOK_BACK = 4096  # bytes read before the checkpoint to find its line
 _LEASE_TOPIC = "spillvault:Lease."
+_ARTIFACT_TOPIC = "spillvault:Artifact."
 _PHASE_OF_TOPIC = {
     "spillvault:Lease.Prepared": ArtifactLeasePhase.PREPARED,
     "spillvault:Lease.Committed": ArtifactLeasePhase.COMMITTED,
@@ -94,9 +97,12 @@ class LeaseProjection:
         self._position = self._view.position
         self._checkpoint = self._view.checkpoint
         self._live: dict[str, dict[str, Any]] = dict(self._view.live)
-        self._artifacts: list[str] = list(self._view.artifacts)
-        self._known_artifacts = set(self._artifacts)
-        self._new_artifacts: list[str] = []
+        self._artifacts = {
+            name: ArtifactRecord.from_entry(entry)
+            for name, entry in self._view.artifacts.items()
+        }
+        self._artifact_ids: dict[UUID, str] = {}
+        self._changed_artifacts: dict[str, ArtifactRecord] = {}
         self._ids: dict[UUID, str] = {}
         self._changed: dict[str, dict[str, Any]] = {}
         self._closed: set[str] = set()
@@ -126,6 +132,12 @@ class LeaseProjection:
         with self._session.lock:
             self._sync_locked()
             return list(self._artifacts)
+
+    def artifact_records(self) -> dict[str, ArtifactRecord]:
+        """Sync, then return every artifact's state and recorded content, by name."""
+        with self._session.lock:
+            self._sync_locked()
+            return dict(self._artifacts)
 
     def sync(self) -> None:
         """Verify the journal's new records, append missing ones, fold the events."""
@@ -223,8 +235,8 @@ class LeaseProjection:
             self._seen += 1
             if note.topic.startswith(_LEASE_TOPIC):
                 yield self._decode(note)
-            elif note.topic in ARTIFACT_CREATED_TOPICS:
-                self._add_artifact(note)
+            elif note.topic.startswith(_ARTIFACT_TOPIC):
+                self._fold_artifact(note)
 
     def _all_records(self) -> Iterator[JournalRecord]:
         """Project every lease event in the store, from position 0 (J2)."""
@@ -369,13 +381,30 @@ class LeaseProjection:
         self._changed[transaction_id] = entry
         self._closed.discard(transaction_id)
 
-    def _add_artifact(self, note: Notification) -> None:
+    def _fold_artifact(self, note: Notification) -> None:
         event = self._session.store.mapper.to_domain_event(note)
-        filename = str(getattr(event, "filename", ""))
-        if filename and filename not in self._known_artifacts:
-            self._known_artifacts.add(filename)
-            self._artifacts.append(filename)
-            self._new_artifacts.append(filename)
+        artifact_id = UUID(str(note.originator_id))
+        if note.topic in ARTIFACT_CREATED_TOPICS:
+            filename = str(event.__dict__["filename"])
+            self._artifact_ids[artifact_id] = filename
+        else:
+            filename = self._artifact_of(artifact_id)
+        record = next_artifact_record(
+            note.topic, event.__dict__, self._artifacts.get(filename)
+        )
+        self._artifacts[filename] = record
+        self._changed_artifacts[filename] = record
+
+    def _artifact_of(self, artifact_id: UUID) -> str:
+        if artifact_id not in self._artifact_ids:
+            # Artifacts created before this process opened the view: map them once.
+            self._artifact_ids.update(
+                {Artifact.create_id(name): name for name in self._artifacts}
+            )
+        if artifact_id not in self._artifact_ids:
+            msg = f"an artifact event for an artifact with no creation: {artifact_id}"
+            raise ArtifactLeaseJournalError(msg)
+        return self._artifact_ids[artifact_id]
 
     def _entry_from_store(self, transaction_id: str) -> dict[str, Any]:
         lease = self._session.store.get_lease(transaction_id)
@@ -388,7 +417,7 @@ class LeaseProjection:
         view = self._view
         changed = dict(self._changed)
         closed = set(self._closed)
-        artifacts = list(self._new_artifacts)
+        artifacts = dict(self._changed_artifacts)
         if self._force_full_save:
             changed, closed, artifacts = self._difference(view)
         for _ in range(2):
@@ -413,16 +442,19 @@ class LeaseProjection:
         self._view = view
         self._changed.clear()
         self._closed.clear()
-        self._new_artifacts.clear()
+        self._changed_artifacts.clear()
         self._folded = self._seen = 0
         self._force_full_save = False
 
     def _difference(
         self, view: SessionView
-    ) -> tuple[dict[str, dict[str, Any]], set[str], list[str]]:
+    ) -> tuple[dict[str, dict[str, Any]], set[str], dict[str, ArtifactRecord]]:
         changed = {tx: e for tx, e in self._live.items() if view.live.get(tx) != e}
-        saved = set(view.artifacts)
-        artifacts = [name for name in self._artifacts if name not in saved]
+        artifacts = {
+            name: record
+            for name, record in self._artifacts.items()
+            if view.artifacts.get(name) != record.to_entry()
+        }
         return changed, set(view.live) - set(self._live), artifacts
 
 

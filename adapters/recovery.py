@@ -117,11 +117,9 @@ class _Pass:
         if removed:
             self.fs.fsync(self.dir_fd)
         self.report.quarantine_resolved = resolve_quarantine(self.session, self.dir_fd)
-        for filename in sorted(artifact_filenames(self.session), key=_number):
-            artifact = self.store.get_artifact(filename)
-            if artifact is None:
-                continue
-            state = artifact.artifact_state
+        records = session_projection(self.session).artifact_records()
+        for filename in sorted(records, key=_number):
+            state = records[filename].state
             if state is ArtifactState.OPEN:
                 self.recover_open(filename)
             elif state in _STORED_STATES and self.vanished(filename):

@@ -11,13 +11,12 @@ session lock; neither is held across a publisher or remover call.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import uuid
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Self, TypeVar
 
-from spillvault.domain.constants import CHUNK_SIZE, RETENTION_JOURNAL_NAME
+from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.enums import (
     ArtifactLeasePhase,
     ArtifactReconciliationStatus,
@@ -41,6 +40,7 @@ from spillvault.domain.values import (
 )
 
 from .artifact_store import LocalArtifactStore, open_artifact_file
+from .content_writer import digest_open_file
 from .lease_projection import JournalReport, session_projection
 from .session import Session, open_session
 
@@ -555,21 +555,12 @@ class ArtifactRetentionJournal:
                 msg = f"publication refused: artifact {filename} is gone ({error})"
                 raise ArtifactLeaseJournalError(msg) from error
             try:
-                digest, size = _digest(self.session, fd)
+                digest, size = digest_open_file(self.session.fs, fd)
             finally:
                 self.session.fs.close(fd)
         if (digest, size) != (content.content_sha256, content.size_bytes):
             msg = f"publication refused: artifact {filename} changed on disk"
             raise ArtifactLeaseJournalError(msg)
-
-
-def _digest(session: Session, fd: int) -> tuple[str, int]:
-    digest = hashlib.sha256()
-    offset = 0
-    while data := session.fs.pread(fd, CHUNK_SIZE, offset):
-        digest.update(data)
-        offset += len(data)
-    return digest.hexdigest(), offset
 
 
 def _check_transaction_id(transaction_id: str | None) -> str:

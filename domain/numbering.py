@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from eventsourcing.domain import AggregateCreated, AggregateEvent, BaseAggregate
+from eventsourcing.domain import Snapshot as _Snapshot
 
 ARTIFACT_NUMBERS_ID = UUID("3e8b6c1f-0d4a-4f2e-b7a9-9c5d1e2f4a60")
 
@@ -17,6 +18,11 @@ class ArtifactNumbers(BaseAggregate[UUID]):
 
     if TYPE_CHECKING:  # annotations here would become __init__ parameters
         last: int
+
+    class Snapshot(_Snapshot):
+        """The counter at one version, so loading it skips its history."""
+
+        TOPIC = "spillvault:ArtifactNumbers.Snapshot"
 
     class Event(AggregateEvent):
         """Base of the counter's events."""

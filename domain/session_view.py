@@ -17,7 +17,7 @@ from uuid import UUID
 from eventsourcing.domain import AggregateCreated, AggregateEvent, BaseAggregate
 from eventsourcing.domain import Snapshot as _Snapshot
 
-from .enums import ArtifactLeasePhase
+from .enums import ArtifactLeasePhase, ArtifactState
 from .timestamps import parse_timestamp
 from .values import ArtifactRetentionClaim
 
@@ -81,7 +81,7 @@ class SessionView(BaseAggregate[UUID]):
         position: int
         journal: dict[str, Any]
         live: dict[str, dict[str, Any]]
-        artifacts: list[str]
+        artifacts: dict[str, dict[str, Any]]
 
     class Snapshot(_Snapshot):
         """The whole view at one version, so loading it skips its history."""
@@ -103,7 +103,7 @@ class SessionView(BaseAggregate[UUID]):
             aggregate.position = 0
             aggregate.journal = _checkpoint_dict(JournalCheckpoint())
             aggregate.live = {}
-            aggregate.artifacts = []
+            aggregate.artifacts = {}
 
     class Advanced(Event):
         """Events up to `position` were folded: leases changed, artifacts created."""
@@ -113,17 +113,17 @@ class SessionView(BaseAggregate[UUID]):
         journal: dict[str, Any]
         changed: dict[str, dict[str, Any]]
         closed: list[str]
-        artifacts: list[str]
+        artifacts: dict[str, dict[str, Any]]
 
         def apply(self, aggregate: Any) -> None:
-            """Assign the new position, checkpoint and live leases."""
+            """Assign the new position, checkpoint, live leases and artifacts."""
             aggregate.position = self.position
             aggregate.journal = dict(self.journal)
             live = aggregate.live
             live.update(self.changed)
             for transaction_id in self.closed:
                 live.pop(transaction_id, None)
-            aggregate.artifacts.extend(self.artifacts)
+            aggregate.artifacts.update(self.artifacts)
 
     @classmethod
     def start(cls) -> SessionView:
@@ -136,7 +136,7 @@ class SessionView(BaseAggregate[UUID]):
         checkpoint: JournalCheckpoint,
         changed: Iterable[LiveLease],
         closed: Iterable[str],
-        artifacts: Iterable[str],
+        artifacts: Mapping[str, ArtifactRecord],
     ) -> None:
         """Record that everything up to `position` is folded in."""
         self.trigger_event(
@@ -145,7 +145,7 @@ class SessionView(BaseAggregate[UUID]):
             journal=_checkpoint_dict(checkpoint),
             changed={lease.transaction_id: lease.to_entry() for lease in changed},
             closed=list(closed),
-            artifacts=list(artifacts),
+            artifacts={name: record.to_entry() for name, record in artifacts.items()},
         )
 
     @property
@@ -156,6 +156,56 @@ class SessionView(BaseAggregate[UUID]):
     def live_leases(self) -> dict[str, LiveLease]:
         """Return the live leases by transaction id."""
         return {tx: LiveLease.from_entry(tx, entry) for tx, entry in self.live.items()}
+
+
+@dataclass(frozen=True)
+class ArtifactRecord:
+    """An artifact as the view knows it: its state and recorded content."""
+
+    state: ArtifactState
+    content_sha256: str | None = None
+    size_bytes: int | None = None
+
+    def to_entry(self) -> dict[str, Any]:
+        """Return the primitive form the view's events carry."""
+        return {
+            "state": self.state.value,
+            "content_sha256": self.content_sha256,
+            "size_bytes": self.size_bytes,
+        }
+
+    @classmethod
+    def from_entry(cls, entry: Mapping[str, Any]) -> ArtifactRecord:
+        """Rebuild from `to_entry()` output."""
+        return cls(
+            ArtifactState(entry["state"]), entry["content_sha256"], entry["size_bytes"]
+        )
+
+
+_STATE_AFTER = {
+    "spillvault:Artifact.Stored": ArtifactState.SEALED,
+    "spillvault:Artifact.StreamOpened": ArtifactState.OPEN,
+    "spillvault:Artifact.Adopted": ArtifactState.ORPHAN,
+    "spillvault:Artifact.Quarantined": ArtifactState.QUARANTINED,
+    "spillvault:Artifact.Deleted": ArtifactState.DELETED,
+    "spillvault:Artifact.MarkedLost": ArtifactState.LOST,
+}
+"""The state each artifact event leads to; Sealed and Restored carry theirs."""
+
+
+def next_artifact_record(
+    topic: str, fields: Mapping[str, Any], known: ArtifactRecord | None
+) -> ArtifactRecord:
+    """Return an artifact's record after the event `topic` with `fields`."""
+    state = _STATE_AFTER.get(topic)
+    if state is None:
+        state = ArtifactState(fields["state"])  # Sealed, Restored
+    content = fields.get("content")
+    if isinstance(content, dict):
+        return ArtifactRecord(state, content["content_sha256"], content["size_bytes"])
+    if known is None:
+        return ArtifactRecord(state)
+    return ArtifactRecord(state, known.content_sha256, known.size_bytes)
 
 
 def _checkpoint_dict(checkpoint: JournalCheckpoint) -> dict[str, Any]:

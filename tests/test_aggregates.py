@@ -15,6 +15,7 @@ from spillvault.domain.errors import ArtifactIntegrityError, ArtifactLeaseJourna
 from spillvault.domain.lease import Lease
 from spillvault.domain.machines import ARTIFACT_MACHINE, LEASE_MACHINE
 from spillvault.domain.numbering import ArtifactNumbers
+from spillvault.domain.session_view import SessionView
 from spillvault.domain.store_identity import StoreIdentity
 from spillvault.domain.values import ArtifactRetentionClaim
 
@@ -32,6 +33,10 @@ TOPICS = {
     "spillvault:StoreIdentity.Event", "spillvault:StoreIdentity.Created",
     "spillvault:ArtifactNumbers", "spillvault:ArtifactNumbers.Event",
     "spillvault:ArtifactNumbers.Started", "spillvault:ArtifactNumbers.Reserved",
+    "spillvault:ArtifactNumbers.Snapshot",
+    "spillvault:SessionView", "spillvault:SessionView.Event",
+    "spillvault:SessionView.Started", "spillvault:SessionView.Advanced",
+    "spillvault:SessionView.Snapshot",
 }  # fmt: skip
 
 
@@ -45,7 +50,7 @@ def classes_with_topics(root: type) -> set[str]:
 
 
 def test_every_aggregate_and_event_has_its_stable_topic() -> None:
-    roots = (Lease, Artifact, StoreIdentity, ArtifactNumbers)
+    roots = (Lease, Artifact, StoreIdentity, ArtifactNumbers, SessionView)
     found = set().union(*(classes_with_topics(c) for c in roots))
     assert found == TOPICS
 

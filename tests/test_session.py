@@ -15,6 +15,7 @@ from spillvault.adapters.fs import OsFileSystem
 from spillvault.adapters.memory_store import forget_memory_store
 from spillvault.adapters.session import MARKER_NAME, open_session
 from spillvault.domain.errors import ArtifactAccessError, ArtifactLeaseJournalError
+from spillvault.domain.numbering import ARTIFACT_NUMBERS_ID
 
 from support.fakes import FakeClock, RecordingFileSystem
 from support.leases import T0, transaction
@@ -307,3 +308,17 @@ def test_the_process_environment_cannot_redirect_the_store(
     with open_session(session_dir) as again:
         assert again.store.get_lease("tx-1").state == "prepared"
     assert not (tmp_path / "elsewhere.db").exists()
+
+
+def test_the_number_counter_loads_from_a_snapshot_not_its_history(
+    session_dir: Path,
+) -> None:
+    # A spill reserves a number: loading the counter must not replay every
+    # reservation the session ever made.
+    with open_session(session_dir) as session:
+        numbers = [session.store.reserve_artifact_number() for _ in range(70)]
+        assert numbers == list(range(1, 71))
+        snapshots = session.store.snapshots
+        assert snapshots is not None
+        versions = [s.originator_version for s in snapshots.get(ARTIFACT_NUMBERS_ID)]
+        assert versions == [32, 64]
