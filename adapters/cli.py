@@ -14,6 +14,8 @@ from spillvault.domain.errors import (
     SpillPolicyError,
 )
 
+from .owner_common import ArtifactOwnerError
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
@@ -198,6 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ArtifactIntegrityError,
         ArtifactRetentionError,
         ArtifactLeaseJournalError,
+        ArtifactOwnerError,
         SpillPolicyError,
     ) as error:
         sys.stderr.write(f"spillvault: {type(error).__name__}: {error}\n")

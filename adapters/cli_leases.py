@@ -33,7 +33,7 @@ def parse_duration(text: str) -> timedelta:
 
 
 def open_owner(spec: str) -> ArtifactReferenceOwner:
-    """Open `sqlite:PATH` or `postgres:DSN` (DSN: a postgresql:// URI)."""
+    """Open an existing `sqlite:PATH` or `postgres:DSN` owner; never create one."""
     kind, _, target = spec.partition(":")
     if not target:
         msg = f"--owner must be sqlite:PATH or postgres:DSN, not {spec!r}"
@@ -41,11 +41,11 @@ def open_owner(spec: str) -> ArtifactReferenceOwner:
     if kind == "sqlite":
         from .sqlite_owner import SQLiteOwner  # noqa: PLC0415 - only what is used
 
-        return SQLiteOwner(target)
+        return SQLiteOwner(target, create=False)
     if kind in {"postgres", "postgresql"}:
         from .postgres_owner import PostgresOwner  # noqa: PLC0415 - optional extra
 
-        return PostgresOwner(target)
+        return PostgresOwner(target, create=False)
     msg = f"unknown owner kind {kind!r}: use sqlite:PATH or postgres:DSN"
     raise ValueError(msg)
 

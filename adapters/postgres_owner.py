@@ -48,7 +48,13 @@ class PostgresOwner(FencedOwner):
         *,
         schema: str = DEFAULT_SCHEMA,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
+        create: bool = True,
     ) -> None:
+        """Open the owner in `schema`; `create=False` refuses a missing table.
+
+        Operators' tools pass `create=False`: an empty owner answers ABSENT for
+        everything, and reconciling against it would abort every pending lease.
+        """
         try:
             from psycopg import sql  # noqa: PLC0415 - optional extra
         except ImportError as error:
@@ -64,7 +70,10 @@ class PostgresOwner(FencedOwner):
         )
         self._table = table
         self._statements = RecordStatements.for_table(table, "%s")
-        self._create_tables()
+        if create:
+            self._create_tables()
+        else:
+            self._check_table()
 
     @contextmanager
     def _locked_record(self, transaction_id: str) -> Iterator[SQLRecordSlot]:
@@ -136,6 +145,21 @@ class PostgresOwner(FencedOwner):
                 connection.close()
                 raise
         return connection
+
+    def _check_table(self) -> None:
+        from psycopg import Error  # noqa: PLC0415 - optional extra
+
+        connection = self._connect()
+        try:
+            with wrapped_errors(Error, f"{_WHAT} setup"):
+                row = connection.execute(
+                    "SELECT to_regclass(%s)", (self._table,)
+                ).fetchone()
+        finally:
+            connection.close()
+        if row is None or row[0] is None:
+            msg = f"no owner table {self._table} on this server"
+            raise ArtifactOwnerError(msg)
 
     def _create_tables(self) -> None:
         from psycopg import Error, sql  # noqa: PLC0415 - optional extra

@@ -20,6 +20,7 @@ from urllib.parse import quote
 from .fs import EXCLUSIVE_CREATE, PRIVATE_FILE_MODE
 from .owner_common import (
     RECORD_TABLE,
+    ArtifactOwnerError,
     FencedOwner,
     RecordStatements,
     SQLRecordSlot,
@@ -52,14 +53,33 @@ class SQLiteOwner(FencedOwner):
         path: str | os.PathLike[str],
         *,
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT_SECONDS,
+        create: bool = True,
     ) -> None:
+        """Open the owner at `path`; `create=False` refuses a missing one.
+
+        Operators' tools pass `create=False`: an empty owner answers ABSENT for
+        everything, and reconciling against it would abort every pending lease.
+        """
         self.path = os.fspath(path)
         self.lock_timeout = lock_timeout
         self._statements = RecordStatements.for_table(RECORD_TABLE, "?")
-        _create_private_file(self.path)
+        if create:
+            _create_private_file(self.path)
+        elif not os.path.isfile(self.path):
+            msg = f"no SQLite owner database at {self.path}"
+            raise ArtifactOwnerError(msg)
         connection = self._connect()
         try:
             with wrapped_errors(sqlite3.Error, f"{_WHAT} setup"):
+                if (
+                    not create
+                    and not connection.execute(
+                        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                        (RECORD_TABLE,),
+                    ).fetchone()
+                ):
+                    msg = f"{self.path} holds no owner table {RECORD_TABLE!r}"
+                    raise ArtifactOwnerError(msg)
                 # WAL keeps readers of other tools unblocked; FULL sync (set per
                 # connection) makes a tombstone survive a power cut (S5.3).
                 connection.execute("PRAGMA journal_mode=WAL")

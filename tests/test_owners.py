@@ -293,3 +293,20 @@ class TestPostgresOwner(owner_conformance.SharedStorageOwnerTestCase):
             with pytest.raises(ArtifactOwnerError):
                 owner.publish("tx-failing", self.make_reference())
             assert len(calls) == attempts
+
+
+def test_an_operator_never_creates_an_owner_by_mistake(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    missing = tmp_path / "typo.sqlite3"
+    with pytest.raises(ArtifactOwnerError, match="no SQLite owner database"):
+        SQLiteOwner(missing, create=False)
+    assert not missing.exists()
+    empty = tmp_path / "empty.sqlite3"
+    empty.touch(mode=0o600)
+    with pytest.raises(ArtifactOwnerError, match="holds no owner table"):
+        SQLiteOwner(empty, create=False)
+    SQLiteOwner(tmp_path / "real.sqlite3")
+    SQLiteOwner(tmp_path / "real.sqlite3", create=False)  # now it exists
+    with pytest.raises(ArtifactOwnerError, match="no owner table"):
+        PostgresOwner(postgres_dsn, schema="never_created_here", create=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import subprocess
 import sys
 import textwrap
@@ -428,6 +429,12 @@ def test_cli_reconcile_and_resolve(
             journal.prepare(claim_of(ref), transaction_id=tx)
         owner.publish("fine", ref)
         owner.publish("conflict", other)
+    # A mistyped owner path is refused, never created: an empty owner would
+    # answer ABSENT for everything and abort every pending lease.
+    wrong = ["--session", str(session_dir), "--owner", f"sqlite:{owner_path}x"]
+    assert cli_main(["reconcile", *wrong, "--min-age", "0s"]) == 3
+    assert "no SQLite owner database" in capsys.readouterr().err
+    assert not os.path.exists(f"{owner_path}x")
     base = ["--session", str(session_dir), "--owner", f"sqlite:{owner_path}"]
     assert cli_main(["reconcile", *base, "--min-age", "0s", "--json"]) == 0
     reports = [
