@@ -165,6 +165,7 @@ class ArtifactRecord:
     state: ArtifactState
     content_sha256: str | None = None
     size_bytes: int | None = None
+    tool_use_id: str | None = None
 
     def to_entry(self) -> dict[str, Any]:
         """Return the primitive form the view's events carry."""
@@ -172,13 +173,17 @@ class ArtifactRecord:
             "state": self.state.value,
             "content_sha256": self.content_sha256,
             "size_bytes": self.size_bytes,
+            "tool_use_id": self.tool_use_id,
         }
 
     @classmethod
     def from_entry(cls, entry: Mapping[str, Any]) -> ArtifactRecord:
         """Rebuild from `to_entry()` output."""
         return cls(
-            ArtifactState(entry["state"]), entry["content_sha256"], entry["size_bytes"]
+            ArtifactState(entry["state"]),
+            entry["content_sha256"],
+            entry["size_bytes"],
+            entry.get("tool_use_id"),
         )
 
 
@@ -200,12 +205,17 @@ def next_artifact_record(
     state = _STATE_AFTER.get(topic)
     if state is None:
         state = ArtifactState(fields["state"])  # Sealed, Restored
+    tool_use_id = fields.get(
+        "tool_use_id", None if known is None else known.tool_use_id
+    )
     content = fields.get("content")
     if isinstance(content, dict):
-        return ArtifactRecord(state, content["content_sha256"], content["size_bytes"])
-    if known is None:
-        return ArtifactRecord(state)
-    return ArtifactRecord(state, known.content_sha256, known.size_bytes)
+        digest, size = content["content_sha256"], content["size_bytes"]
+    elif known is not None:
+        digest, size = known.content_sha256, known.size_bytes
+    else:
+        digest = size = None
+    return ArtifactRecord(state, digest, size, tool_use_id)
 
 
 def _checkpoint_dict(checkpoint: JournalCheckpoint) -> dict[str, Any]:
