@@ -30,7 +30,7 @@ from spillvault.domain.preview import (
 )
 from spillvault.domain.summary import check_summary, summarize
 
-from . import gc
+from . import gc, model_tools
 from .artifact_store import LocalArtifactStore
 from .reader import ArtifactReader
 from .recovery import artifact_filenames
@@ -38,7 +38,7 @@ from .session import Session, open_session
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Iterable, Iterator, Mapping
     from datetime import datetime
 
     from spillvault.domain.artifact import Artifact
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     )
 
     from .artifact_store import ArtifactStream
+    from .model_tools import Format
     from .retention_journal import ArtifactRetentionJournal
 
 logger = logging.getLogger("spillvault")
@@ -243,6 +244,25 @@ class ToolResultExternalizer:
     ) -> str:
         """Return lines [offset, offset+limit) of a verified artifact (S3.1)."""
         return self.reader.read_artifact(artifact, offset, limit)
+
+    def line_count(self, artifact: ArtifactReference | str) -> int:
+        """Return how many lines a stored artifact has (as recorded, S2.3)."""
+        handle = artifact if isinstance(artifact, str) else artifact.path
+        filename = self.store.resolve(handle)
+        recorded = self.session.store.get_artifact(filename)
+        content = None if recorded is None else recorded.stored_content
+        if content is None:
+            msg = f"{filename} holds no stored output"
+            raise ArtifactAccessError(msg)
+        return content.line_count
+
+    def tool_definitions(self, format: Format) -> list[dict[str, Any]]:  # noqa: A002
+        """Return the read/grep tools for a model, in "anthropic" or "openai" form."""
+        return model_tools.tool_definitions(format)
+
+    def handle_tool_call(self, name: str, arguments: Mapping[str, Any] | str) -> str:
+        """Run a read/grep tool call; errors come back as text the model can act on."""
+        return model_tools.handle_tool_call(self, name, arguments)
 
     def read_artifact_bytes(
         self, artifact: ArtifactReference | str, start: int, end: int

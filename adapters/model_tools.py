@@ -1,0 +1,264 @@
+"""The page-fault tools a model calls: definitions and a handler (S7.2, S3.5).
+
+`read_artifact` (handle, 1-based `start_line`, `limit`) and `grep_artifact`
+(handle, pattern, `context`, `max_matches`, `regex`, 1-based `start_line`)
+are described in each wire format; `handle_tool_call` runs them and always
+returns text for the model: capped at the read tool's budget, with numbered
+lines, and saying how to continue when cut. Every failure becomes an
+`error: …` line naming what to change, never an exception. Both tools are
+exempt from the gate on the model arm (S1.2), so their output is not spilled
+again.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Literal
+
+from spillvault.domain.errors import (
+    ArtifactAccessError,
+    ArtifactIntegrityError,
+    ArtifactRetentionError,
+)
+
+from .capping import cap_lines
+from .reader import RegexTimeoutError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from .externalizer import ToolResultExternalizer
+
+Format = Literal["anthropic", "openai"]
+READ_TOOL = "read_artifact"
+GREP_TOOL = "grep_artifact"
+DEFAULT_READ_LIMIT = 200
+MAX_READ_LIMIT = 5000
+MAX_CONTEXT = 20
+DEFAULT_MAX_MATCHES = 50
+MAX_MATCHES = 500
+MAX_LINE_CHARS = 2000
+
+_HANDLE = {
+    "type": "string",
+    "description": "The artifact handle from a stored tool result's notice.",
+}
+_START_LINE = {
+    "type": "integer",
+    "minimum": 1,
+    "description": "First line to read, 1-based (line numbers as the preview shows).",
+}
+_SCHEMAS: dict[str, tuple[str, dict[str, Any]]] = {
+    READ_TOOL: (
+        (
+            "Read lines of a stored tool result (verified against its SHA-256). "
+            "Use the handle from the result's notice; lines are numbered from 1."
+        ),
+        {
+            "type": "object",
+            "properties": {
+                "handle": _HANDLE,
+                "start_line": {**_START_LINE, "default": 1},
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_READ_LIMIT,
+                    "default": DEFAULT_READ_LIMIT,
+                    "description": "How many lines to read.",
+                },
+            },
+            "required": ["handle"],
+            "additionalProperties": False,
+        },
+    ),
+    GREP_TOOL: (
+        (
+            "Search a stored tool result for a literal string (or a regular "
+            "expression with regex=true); returns matching lines, numbered from 1."
+        ),
+        {
+            "type": "object",
+            "properties": {
+                "handle": _HANDLE,
+                "pattern": {"type": "string", "minLength": 1},
+                "context": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "maximum": MAX_CONTEXT,
+                    "default": 0,
+                    "description": "Lines of context before and after each match.",
+                },
+                "max_matches": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_MATCHES,
+                    "default": DEFAULT_MAX_MATCHES,
+                },
+                "regex": {"type": "boolean", "default": False},
+                "start_line": {**_START_LINE, "default": 1},
+            },
+            "required": ["handle", "pattern"],
+            "additionalProperties": False,
+        },
+    ),
+}
+
+
+def tool_definitions(format: Format) -> list[dict[str, Any]]:  # noqa: A002 - SPEC's name
+    """Return the two tools' definitions in `format` ("anthropic" or "openai")."""
+    if format == "anthropic":
+        return [
+            {"name": name, "description": text, "input_schema": schema}
+            for name, (text, schema) in _SCHEMAS.items()
+        ]
+    if format == "openai":
+        return [
+            {
+                "type": "function",
+                "function": {"name": name, "description": text, "parameters": schema},
+            }
+            for name, (text, schema) in _SCHEMAS.items()
+        ]
+    msg = f"format must be 'anthropic' or 'openai', not {format!r}"
+    raise ValueError(msg)
+
+
+class _BadCall(Exception):
+    """A call the model can fix; the message says how."""
+
+
+def handle_tool_call(
+    externalizer: ToolResultExternalizer, name: str, arguments: Mapping[str, Any] | str
+) -> str:
+    """Run a read/grep tool call and return what the model should see."""
+    try:
+        args = _arguments(arguments)
+        if name == READ_TOOL:
+            return _read(externalizer, args)
+        if name == GREP_TOOL:
+            return _grep(externalizer, args)
+        msg = f"unknown tool {name!r}; available: {READ_TOOL}, {GREP_TOOL}"
+        raise _BadCall(msg)
+    except _BadCall as error:
+        return f"error: {error}"
+    except ArtifactAccessError as error:
+        return (
+            f"error: unknown or inaccessible handle ({error}); use the exact handle "
+            "from a stored tool result's notice"
+        )
+    except ArtifactIntegrityError as error:
+        return (
+            f"error: the stored output failed verification ({error}); do not trust it"
+        )
+    except (ArtifactRetentionError, RegexTimeoutError, ValueError) as error:
+        return f"error: {error}"
+
+
+def _arguments(arguments: Mapping[str, Any] | str) -> dict[str, Any]:
+    if isinstance(arguments, str):  # OpenAI sends the arguments as JSON text
+        try:
+            arguments = json.loads(arguments or "{}")
+        except json.JSONDecodeError as error:
+            msg = f"arguments are not valid JSON ({error.msg})"
+            raise _BadCall(msg) from None
+    if not isinstance(arguments, dict):
+        msg = "arguments must be a JSON object"
+        raise _BadCall(msg)
+    return dict(arguments)
+
+
+def _integer(args: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
+    value = args.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        msg = f"{key} must be an integer, not {value!r}"
+        raise _BadCall(msg)
+    if not low <= value <= high:
+        msg = f"{key} must be between {low} and {high}, not {value}"
+        raise _BadCall(msg)
+    return value
+
+
+def _text(args: dict[str, Any], key: str) -> str:
+    value = args.get(key)
+    if not isinstance(value, str) or not value:
+        msg = f"{key} is required and must be a non-empty string"
+        raise _BadCall(msg)
+    return value
+
+
+def _known(args: dict[str, Any], allowed: set[str]) -> None:
+    unknown = sorted(set(args) - allowed)
+    if unknown:
+        allowed_names = ", ".join(sorted(allowed))
+        msg = f"unknown argument(s) {', '.join(unknown)}; allowed: {allowed_names}"
+        raise _BadCall(msg)
+
+
+def _read(ext: ToolResultExternalizer, args: dict[str, Any]) -> str:
+    _known(args, {"handle", "start_line", "limit"})
+    handle = _text(args, "handle")
+    start = _integer(args, "start_line", 1, 1, 2**62)
+    limit = _integer(args, "limit", DEFAULT_READ_LIMIT, 1, MAX_READ_LIMIT)
+    total = ext.line_count(handle)
+    if start > max(total, 1):
+        msg = f"start_line {start} is past the end: the output has {total} lines"
+        raise _BadCall(msg)
+    body = ext.read_artifact(handle, start - 1, limit)
+    # A final newline ends the last line; it starts no new one (S2.3 counts).
+    lines = body.split("\n")[: max(0, min(limit, total - start + 1))]
+    numbered = [f"{start + i}: {line}" for i, line in enumerate(lines)]
+    budget = ext.policy.limit_for(READ_TOOL).budget
+    capped = cap_lines(
+        numbered, first_line=start, budget=budget, max_line=min(MAX_LINE_CHARS, budget)
+    )
+    last = start + capped.shown - 1
+    header = f"[lines {start}-{last} of {total}]" if capped.shown else f"[0 of {total}]"
+    text = header + ("\n" + capped.text if capped.text else "")
+    following = capped.next_start_line or (last + 1 if last < total else None)
+    if following is not None:
+        text += f"\n[more: call {READ_TOOL} with start_line={following}]"
+    return text
+
+
+def _grep(ext: ToolResultExternalizer, args: dict[str, Any]) -> str:
+    _known(args, {"handle", "pattern", "context", "max_matches", "regex", "start_line"})
+    handle = _text(args, "handle")
+    pattern = _text(args, "pattern")
+    context = _integer(args, "context", 0, 0, MAX_CONTEXT)
+    limit = _integer(args, "max_matches", DEFAULT_MAX_MATCHES, 1, MAX_MATCHES)
+    start = _integer(args, "start_line", 1, 1, 2**62)
+    regex = args.get("regex", False)
+    if not isinstance(regex, bool):
+        msg = f"regex must be true or false, not {regex!r}"
+        raise _BadCall(msg)
+    result = ext.grep_artifact(
+        handle,
+        pattern,
+        context=context,
+        max_matches=limit,
+        regex=regex,
+        offset=start - 1,
+    )
+    numbers: list[int] = []
+    rows: list[str] = []
+    for match in result.matches:
+        first = match.line_number - len(match.before)
+        for i, line in enumerate((*match.before, match.line, *match.after)):
+            mark = ":" if first + i == match.line_number else "-"
+            numbers.append(first + i)
+            rows.append(f"{first + i}{mark} {line}")
+    if not rows:
+        return f"no match for {pattern!r} from line {start}"
+    budget = ext.policy.limit_for(READ_TOOL).budget
+    capped = cap_lines(
+        rows, first_line=1, budget=budget, max_line=min(MAX_LINE_CHARS, budget)
+    )
+    text = f"[{len(result.matches)} matches]\n" + capped.text
+    resume = None
+    if capped.next_start_line is not None:  # cut at the budget
+        resume = numbers[capped.shown - 1] + 1
+    elif result.truncated and result.resume_from is not None:
+        resume = result.resume_from + 1
+    if resume is not None:
+        text += f"\n[more: call {GREP_TOOL} with start_line={resume}]"
+    return text
