@@ -33,7 +33,7 @@ def _version() -> str:
 def _run_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo  # noqa: PLC0415 - load only what the command needs
 
-    return run_demo(args.dir, out=sys.stdout.write)
+    return run_demo(args.dir, out=sys.stdout.write, keep=args.keep, as_json=args.json)
 
 
 def _handler(name: str) -> Callable[[argparse.Namespace], int]:
@@ -178,6 +178,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="parent directory for the demo session (default: a temp dir)",
     )
+    demo.add_argument(
+        "--keep", action="store_true", help="leave the session dir and say where"
+    )
+    demo.add_argument("--json", action="store_true", help="one JSON object per event")
     demo.set_defaults(handler=_run_demo)
     _add_artifact_commands(commands)
     _add_lease_commands(commands)

@@ -1,15 +1,31 @@
-"""`spillvault demo`: a short, real run of what exists, in a throwaway session."""
+"""`spillvault demo`: a scripted agent loop with a mock model, every step for real.
+
+Seven stages, in a throwaway session (kept with `--keep`): a ~1 MB grep is
+spilled; the model pages it back with the read and grep tools; a memory
+reference is published through the SQLite owner; a second publication loses
+its receipt and the process "crashes", and the reopened session reconciles
+it; more large results arrive and microcompact clears the oldest; GC deletes
+the unreferenced artifact and keeps the evidence; a summary. `--json` prints
+one JSON object per event instead of text.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import tempfile
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spillvault.domain.errors import ArtifactLeaseJournalError
+from spillvault.domain.policy import SizeUnit
 from spillvault.domain.values import ArtifactCleanupPolicy, ArtifactRetentionClaim
 
+from .messages import gate_messages
+from .microcompact import history_size, microcompact
+from .model_tools import GREP_TOOL, READ_TOOL
 from .session import open_session
 from .sqlite_owner import SQLiteOwner
 from .sqlite_store import STORE_NAME
@@ -17,20 +33,87 @@ from .sqlite_store import STORE_NAME
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from spillvault.domain.cleanup import ArtifactCleanupDecision
     from spillvault.domain.values import ArtifactReference
 
+    from .externalizer import GateOutcome, ToolResultExternalizer
+
 FAILURE_LINE = 11_874  # 1-based, deep in the middle of the demo's grep output
+FORMAT = "anthropic"
+_KEPT = frozenset({"sealed", "partial", "orphan"})
 
 
-def run_demo(parent: str | None, *, out: Callable[[str], object]) -> int:
-    """Run the tour under `parent` (a new temp dir when None); return 0."""
-    with tempfile.TemporaryDirectory(prefix="spillvault-demo-", dir=parent) as tmp:
-        session_dir = os.path.join(tmp, "demo-session")
-        artifact = _spill_and_page_fault(session_dir, out)
-        _lease_round_trip(session_dir, artifact, out)
-        _garbage_collection(session_dir, out)
-        _refusal(session_dir, out)
+@dataclass
+class Narrator:
+    """Prints a stage's events as short lines, or as JSON objects."""
+
+    out: Callable[[str], object]
+    as_json: bool = False
+    raw_chars: int = 0
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def say(self, tag: str, text: str, **data: Any) -> None:
+        """Tell one event."""
+        if self.as_json:
+            self.out(json.dumps({"event": tag, "text": text, **data}) + "\n")
+        else:
+            self.out(f"[{tag}] {text}\n")
+
+
+class MockModel:
+    """Emits the scripted tool calls of an agent chasing a failing test."""
+
+    def __init__(self) -> None:
+        self._next = 0
+
+    def call(self, name: str, **arguments: Any) -> dict[str, Any]:
+        """Return an assistant turn with one tool_use block."""
+        self._next += 1
+        return {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_demo_{self._next:02d}",
+                    "name": name,
+                    "input": arguments,
+                }
+            ],
+        }
+
+
+def run_demo(
+    parent: str | None,
+    *,
+    out: Callable[[str], object],
+    keep: bool = False,
+    as_json: bool = False,
+) -> int:
+    """Run the seven stages under `parent` (a new temp dir when None); return 0."""
+    narrator = Narrator(out, as_json)
+    base = tempfile.mkdtemp(prefix="spillvault-demo-", dir=parent)
+    session_dir = os.path.join(base, "demo-session")
+    owner_path = os.path.join(base, "memory.sqlite3")
+    try:
+        with open_session(session_dir) as session:
+            ext = session.externalizer
+            model = MockModel()
+            messages: list[dict[str, Any]] = [
+                {"role": "user", "content": "Why does test_gc fail?"}
+            ]
+            artifact = _spill(ext, model, messages, narrator)
+            _page_fault(ext, model, messages, artifact, narrator)
+            _publish(session_dir, artifact, owner_path, narrator)
+        _crash_and_reconcile(session_dir, artifact, owner_path, narrator)
+        with open_session(session_dir) as session:
+            messages = _microcompact(session.externalizer, model, messages, narrator)
+            _garbage_collection(session, narrator)
+            _summary(session, messages, narrator)
+        _refusal(session_dir, narrator)
+    finally:
+        if keep:
+            narrator.say("keep", f"session left in {session_dir}", path=session_dir)
+        else:
+            shutil.rmtree(base)
     return 0
 
 
@@ -47,38 +130,79 @@ def _grep_output() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _spill_and_page_fault(
-    session_dir: str, out: Callable[[str], object]
+def _result(tool_use_id: str, content: str) -> dict[str, Any]:
+    return {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
+        ],
+    }
+
+
+def _run_tool(
+    ext: ToolResultExternalizer,
+    messages: list[dict[str, Any]],
+    turn: dict[str, Any],
+    output: str,
+    narrator: Narrator,
+) -> tuple[list[dict[str, Any]], GateOutcome]:
+    """Append the model's turn and the tool's raw output, then gate the history."""
+    narrator.raw_chars += len(output)
+    tool_use = turn["content"][0]
+    messages = [*messages, turn, _result(tool_use["id"], output)]
+    gated, outcomes = gate_messages(messages, format=FORMAT, externalizer=ext)
+    return gated, outcomes[-1]
+
+
+def _spill(
+    ext: ToolResultExternalizer,
+    model: MockModel,
+    messages: list[dict[str, Any]],
+    narrator: Narrator,
 ) -> ArtifactReference:
-    with open_session(session_dir) as session:
-        out(
-            f"[session] created {session.session_id} ({session.store_kind} store "
-            f"{session.store_id[:8]}…, marker session.json written last)\n"
-        )
-        ext = session.externalizer
-        text = _grep_output()
-        outcome = ext.process(text, "grep", tool_use_id="toolu_demo_1")
-        artifact = outcome.artifact
-        if artifact is None:  # pragma: no cover - the demo's input is over the limit
-            msg = f"the demo's output was not spilled ({outcome.reason})"
-            raise RuntimeError(msg)
-        shown = str(outcome.content)
-        out(
-            f"[externalize] grep: {_size(len(text.encode()))} → "
-            f"{_size(len(shown.encode()))} in context ({outcome.reason}; "
-            f"sha256 {artifact.content_sha256[:12]}…)\n"
-        )
-        for line in shown.splitlines():
-            if line.startswith("line "):
-                out(f"    key line kept in the preview → {line}\n")
-        offset = FAILURE_LINE - 2
-        page = ext.read_artifact(artifact, offset=offset, limit=3)
-        out(f"[page fault] read_artifact(offset={offset}, limit=3), verified:\n")
-        for number, line in enumerate(page.split("\n"), start=FAILURE_LINE - 1):
-            out(f"    {number}: {line}\n")
-        for match in ext.grep_artifact(artifact, "AssertionError").matches:
-            out(f"[grep] 'AssertionError' → line {match.line_number}\n")
-        return artifact
+    text = _grep_output()
+    turn = model.call("grep", pattern="compute(", path="src/")
+    messages[:], outcome = _run_tool(ext, messages, turn, text, narrator)
+    artifact = outcome.artifact
+    if artifact is None:  # pragma: no cover - the demo's input is over the limit
+        msg = f"the demo's output was not spilled ({outcome.reason})"
+        raise RuntimeError(msg)
+    shown = str(outcome.content)
+    narrator.say(
+        "externalize",
+        f"grep: {_size(len(text.encode()))} → {_size(len(shown.encode()))} in context "
+        f"({outcome.reason}; handle {os.path.basename(artifact.path)})",
+        raw_bytes=len(text.encode()),
+        context_bytes=len(shown.encode()),
+    )
+    for line in shown.splitlines():
+        if line.startswith("line "):
+            narrator.say("key line", f"kept in the preview → {line}")
+    return artifact
+
+
+def _page_fault(
+    ext: ToolResultExternalizer,
+    model: MockModel,
+    messages: list[dict[str, Any]],
+    artifact: ArtifactReference,
+    narrator: Narrator,
+) -> None:
+    for name, arguments in (
+        (
+            READ_TOOL,
+            {"handle": artifact.path, "start_line": FAILURE_LINE - 1, "limit": 3},
+        ),
+        (GREP_TOOL, {"handle": artifact.path, "pattern": "AssertionError"}),
+    ):
+        turn = model.call(name, **arguments)
+        answer = ext.handle_tool_call(name, arguments)
+        messages[:] = [*messages, turn, _result(turn["content"][0]["id"], answer)]
+        narrator.raw_chars += len(answer)
+        shown = {k: v for k, v in arguments.items() if k != "handle"}
+        narrator.say("model", f"calls {name}({shown}), verified:")
+        for line in answer.splitlines():
+            narrator.say("tool", line)
 
 
 def _size(count: int) -> str:
@@ -87,74 +211,143 @@ def _size(count: int) -> str:
     return f"{count / 1000:.0f}KB"
 
 
-def _lease_round_trip(
-    session_dir: str, artifact: ArtifactReference, out: Callable[[str], object]
+def _publish(
+    session_dir: str, artifact: ArtifactReference, owner_path: str, narrator: Narrator
 ) -> None:
     memory = artifact.for_memory()
     claim = ArtifactRetentionClaim.from_memory_reference(memory)
-    owner = SQLiteOwner(os.path.join(os.path.dirname(session_dir), "memory.sqlite3"))
+    owner = SQLiteOwner(owner_path)
     with open_session(session_dir) as session:
-        journal = session.journal
         publisher = owner.publisher(memory, "memory-ref-1")
-        journal.publish_reference(claim, publisher, transaction_id="memory-ref-1")
-        out("[lease] memory-ref-1 prepared → written by the SQLite owner → committed\n")
+        session.journal.publish_reference(
+            claim, publisher, transaction_id="memory-ref-1"
+        )
+    narrator.say(
+        "lease", "memory-ref-1 prepared → written by the SQLite owner → committed"
+    )
 
-        def lost_receipt() -> None:
-            owner.publish("memory-ref-2", memory)
-            msg = "the owner wrote it, but its reply never came"
-            raise TimeoutError(msg)
 
+def _crash_and_reconcile(
+    session_dir: str, artifact: ArtifactReference, owner_path: str, narrator: Narrator
+) -> None:
+    memory = artifact.for_memory()
+    claim = ArtifactRetentionClaim.from_memory_reference(memory)
+    owner = SQLiteOwner(owner_path)
+
+    def lost_receipt() -> None:
+        owner.publish("memory-ref-2", memory)
+        msg = "the owner wrote it, but its reply never came"
+        raise TimeoutError(msg)
+
+    with open_session(session_dir) as session:
         try:
-            journal.publish_reference(
+            session.journal.publish_reference(
                 claim, lost_receipt, transaction_id="memory-ref-2"
             )
         except TimeoutError as error:
-            out(f"[lease] memory-ref-2: {error}; the process 'crashes' here\n")
+            narrator.say("lease", f"memory-ref-2: {error}; the process 'crashes' here")
     with open_session(session_dir) as session:
         journal = session.journal
-        pending = journal.recover().pending_transaction_ids
-        out(f"[reopen] prepared, protecting with no expiry: {pending}\n")
+        recovery = journal.recover()
+        narrator.say(
+            "reopen",
+            f"PREPARED {list(recovery.pending_transaction_ids)} protects "
+            f"{os.path.basename(artifact.path)} with no expiry",
+        )
         for report in journal.reconcile_pending(owner):
-            out(
-                f"[reconcile] {report.transaction_id}: {report.status.value} "
-                f"({report.reason}, owner generation {report.observed_generation})\n"
+            narrator.say(
+                "reconcile",
+                f"{report.transaction_id}: {report.status.value} ({report.reason}, "
+                f"owner generation {report.observed_generation})",
+                **report.to_dict(),
             )
         journal.remove_reference("memory-ref-1", owner.remover("memory-ref-1"))
-        out("[lease] memory-ref-1 removed by the owner first, then released\n")
-        try:
-            journal.commit("memory-ref-1")
-        except ArtifactLeaseJournalError as error:
-            out(f"[lease] refused: {error}\n")
+        narrator.say("lease", "memory-ref-1 deleted by the owner first, then released")
         checked = journal.verify()
-        out(f"[journal] {checked.records} chained records match the event store\n")
+        narrator.say("journal", f"{checked.records} chained records match the store")
 
 
-def _garbage_collection(session_dir: str, out: Callable[[str], object]) -> None:
-    with open_session(session_dir) as session:
-        ext = session.externalizer
-        scratch = ext.process("scratch output\n" * 20_000, "bash").artifact
-        later = session.clock.now() + timedelta(days=2)  # past the 24 h orphan TTL
-        policy = ArtifactCleanupPolicy(dry_run=False)
-        plan = ext.plan_cleanup_from_journal(session.journal, policy=policy, now=later)
-        for decision in plan.decisions:
-            out(f"[gc plan] {_decision(decision)}\n")
-        report = ext.apply_cleanup_from_journal(plan, session.journal, now=later)
-        for decision in report.decisions:
-            out(f"[gc apply] {_decision(decision)}\n")
-        if scratch is not None and os.path.exists(scratch.path):  # pragma: no cover
-            out("[BUG] the unreferenced artifact is still there\n")
+def _microcompact(
+    ext: ToolResultExternalizer,
+    model: MockModel,
+    messages: list[dict[str, Any]],
+    narrator: Narrator,
+) -> list[dict[str, Any]]:
+    for run in range(3):
+        log = "".join(
+            f"test_{run}_{n} ... {'FAILED' if n % 97 == 0 else 'ok'}\n"
+            for n in range(9000)
+        )
+        turn = model.call("bash", command=f"pytest -k batch{run}")
+        messages, _ = _run_tool(ext, messages, turn, log, narrator)
+    compacted, report = microcompact(
+        messages,
+        format=FORMAT,
+        keep_recent=1,
+        trigger=100_000,
+        clear_at_least=30_000,
+        counter=len,  # characters of the history's JSON, as the demo reports
+        externalizer=ext,
+    )
+    narrator.say(
+        "microcompact",
+        f"context {report.size_before:,} → {report.size_after:,} chars over the "
+        f"100,000 trigger: cleared the {len(report.cleared)} oldest results "
+        f"({', '.join(report.cleared)}); each placeholder names its handle",
+        **report.to_dict(),
+    )
+    return compacted
 
 
-def _decision(decision: ArtifactCleanupDecision) -> str:
-    return f"{decision.filename}: {decision.status.value} ({decision.reason})"
+def _context_chars(messages: list[dict[str, Any]]) -> int:
+    return history_size(messages, len)
 
 
-def _refusal(session_dir: str, out: Callable[[str], object]) -> None:
+def _garbage_collection(session: Any, narrator: Narrator) -> None:
+    ext = session.externalizer
+    later = session.clock.now() + timedelta(days=2)  # past the 24 h orphan TTL
+    policy = ArtifactCleanupPolicy(dry_run=False)
+    plan = ext.plan_cleanup_from_journal(session.journal, policy=policy, now=later)
+    report = ext.apply_cleanup_from_journal(plan, session.journal, now=later)
+    narrator.say("gc plan", _counts(plan.counts), counts=plan.counts)
+    for decision in plan.decisions:
+        if decision.status.value == "retained_referenced":
+            narrator.say("gc plan", f"{decision.filename}: kept ({decision.reason})")
+    narrator.say(
+        "gc apply",
+        f"{_counts(report.counts)} (results no lease protects)",
+        counts=report.counts,
+    )
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {status}" for status, n in counts.items()) or "nothing"
+
+
+def _summary(session: Any, messages: list[dict[str, Any]], narrator: Narrator) -> None:
+    policy = session.externalizer.policy
+    with_spill = _context_chars(messages)
+    without = narrator.raw_chars
+    live = session.journal.recover()
+    stored = [a for a in session.externalizer.artifacts() if a.state in _KEPT]
+    narrator.say(
+        "summary",
+        f"context {with_spill:,} chars with spillvault vs {without:,} without "
+        f"({with_spill / max(without, 1):.1%}); "
+        f"{len(stored)} artifact(s) on disk, "
+        f"{len(live.states)} live lease(s)",
+        context_chars=with_spill,
+        raw_chars=without,
+        context_tokens=policy.measure(json.dumps(messages), SizeUnit.TOKENS),
+    )
+
+
+def _refusal(session_dir: str, narrator: Narrator) -> None:
     os.unlink(os.path.join(session_dir, STORE_NAME))
-    out(f"[tamper] removed {STORE_NAME}; reopening…\n")
+    narrator.say("tamper", f"removed {STORE_NAME}; reopening…")
     try:
         open_session(session_dir).close()
     except ArtifactLeaseJournalError as error:
-        out(f"[refused] {error}\n")
+        narrator.say("refused", str(error))
     else:  # pragma: no cover - would be a bug, and the demo says so loudly
-        out("[BUG] a session without its store was opened\n")
+        narrator.say("BUG", "a session without its store was opened")

@@ -32,6 +32,7 @@ from spillvault.domain.summary import check_summary, summarize
 
 from . import gc, model_tools
 from .artifact_store import LocalArtifactStore
+from .messages import text_of
 from .reader import ArtifactReader
 from .recovery import artifact_filenames
 from .session import Session, open_session
@@ -538,18 +539,11 @@ class GateStream:
 
 
 def _text_of(content: Content) -> str | None:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
+    if not isinstance(content, str | list):
         kind = type(content).__name__
         msg = f"content must be a string or a list of blocks, not {kind}"
         raise TypeError(msg)
-    texts = []
-    for block in content:
-        if not isinstance(block, dict) or block.get("type") != "text":
-            return None
-        texts.append(str(block.get("text", "")))
-    return "\n".join(texts)
+    return text_of(content)
 
 
 def _replace(content: Content, preview: str) -> Content:

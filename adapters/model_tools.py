@@ -253,7 +253,8 @@ def _grep(ext: ToolResultExternalizer, args: dict[str, Any]) -> str:
     capped = cap_lines(
         rows, first_line=1, budget=budget, max_line=min(MAX_LINE_CHARS, budget)
     )
-    text = f"[{len(result.matches)} matches]\n" + capped.text
+    found = len(result.matches)
+    text = f"[{found} match{'' if found == 1 else 'es'}]\n" + capped.text
     resume = None
     if capped.next_start_line is not None:  # cut at the budget
         resume = numbers[capped.shown - 1] + 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -44,21 +45,49 @@ def test_demo_spills_leases_reconciles_collects_and_refuses(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     out = done.stdout
     for line in (
-        "[externalize] grep: 1.1MB → ",
-        "key line kept in the preview → line 11874: tests/test_gc.py:212: Assert",
-        "11874: tests/test_gc.py:212: AssertionError",
-        "[grep] 'AssertionError' → line 11874",
+        "[externalize] grep: 1.1MB → 51KB in context (spilled; handle tool_result_0",
+        "[key line] kept in the preview → line 11874: tests/test_gc.py:212: Assert",
+        "[model] calls read_artifact({'start_line': 11873, 'limit': 3}), verified:",
+        "[tool] 11874: tests/test_gc.py:212: AssertionError: artifact deleted",
+        "[model] calls grep_artifact({'pattern': 'AssertionError'}), verified:",
+        "[tool] [1 match]",
         "[lease] memory-ref-1 prepared → written by the SQLite owner → committed",
         "memory-ref-2: the owner wrote it, but its reply never came",
-        "[reopen] prepared, protecting with no expiry: ('memory-ref-2',)",
+        "[reopen] PREPARED ['memory-ref-2'] protects tool_result_001.txt with no",
         "[reconcile] memory-ref-2: committed (owner_published",
-        "[lease] refused: illegal transition: Lease cannot commit from 'released'",
-        "[journal] 5 chained records match the event store",
-        "[gc plan] tool_result_001.txt: retained_referenced (protected by 1 live ref",
-        "[gc plan] tool_result_002.txt: planned_delete (unreferenced, 2.0 d old",
-        "[gc apply] tool_result_002.txt: deleted (verified and unlinked)",
+        "[lease] memory-ref-1 deleted by the owner first, then released",
+        "[journal] 5 chained records match the store",
+        "cleared the 1 oldest results (toolu_demo_01)",
+        "[gc plan] 3 planned_delete, 1 retained_referenced",
+        "[gc plan] tool_result_001.txt: kept (protected by 1 live reference)",
+        "[gc apply] 3 deleted (results no lease protects)",
+        "chars with spillvault vs 1,609,2",
+        "1 artifact(s) on disk, 1 live lease(s)",
         "[refused] event store missing",
     ):
         assert line in out, line
     assert "[BUG]" not in out
     assert list(tmp_path.iterdir()) == []  # the demo cleans up after itself
+
+
+def test_demo_json_emits_one_object_per_event_and_keep_leaves_the_session(
+    tmp_path: Path,
+) -> None:
+    done = run("demo", "--dir", str(tmp_path), "--json", "--keep")
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    tags = [event["event"] for event in events]
+    for tag in (
+        "externalize",
+        "model",
+        "lease",
+        "reconcile",
+        "microcompact",
+        "gc apply",
+    ):
+        assert tag in tags, tag
+    summary = next(e for e in events if e["event"] == "summary")
+    assert summary["context_chars"] < summary["raw_chars"] / 10
+    kept = events[-1]
+    assert kept["event"] == "keep"
+    assert (Path(kept["path"]) / "tool-results").is_dir()
