@@ -11,6 +11,14 @@ from spillvault.adapters.externalizer import (
     ToolResultExternalizer,
 )
 from spillvault.adapters.memory_owner import InMemoryOwner
+from spillvault.adapters.messages import gate_messages
+from spillvault.adapters.microcompact import (
+    ContextPolicy,
+    ContextReport,
+    MicrocompactReport,
+    microcompact,
+    prepare_context,
+)
 from spillvault.adapters.owner_common import ArtifactOwnerError
 from spillvault.adapters.retention_journal import ArtifactRetentionJournal
 from spillvault.adapters.session import Session, open_session
@@ -105,11 +113,14 @@ __all__ = [
     "ArtifactRetentionJournal",
     "ArtifactSource",
     "ArtifactStoreConflict",
+    "ContextPolicy",
+    "ContextReport",
     "ExternalizedToolResult",
     "GateOutcome",
     "GrepMatch",
     "GrepResult",
     "InMemoryOwner",
+    "MicrocompactReport",
     "PostgresOwner",
     "SQLiteOwner",
     "Session",
@@ -119,6 +130,9 @@ __all__ = [
     "ToolLimit",
     "ToolResultExternalizer",
     "__version__",
+    "gate_messages",
+    "microcompact",
     "open_session",
     "parse_artifact_source_id",
+    "prepare_context",
 ]
