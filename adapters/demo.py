@@ -161,7 +161,7 @@ def _spill(
     narrator: Narrator,
 ) -> ArtifactReference:
     text = _grep_output()
-    turn = model.call("grep", pattern="compute(", path="src/")
+    turn = model.call("bash", command="grep -rn 'compute(' src/ tests/")
     messages[:], outcome = _run_tool(ext, messages, turn, text, narrator)
     artifact = outcome.artifact
     if artifact is None:  # pragma: no cover - the demo's input is over the limit
@@ -170,7 +170,8 @@ def _spill(
     shown = str(outcome.content)
     narrator.say(
         "externalize",
-        f"grep: {_size(len(text.encode()))} → {_size(len(shown.encode()))} in context "
+        f"grep via bash: {_size(len(text.encode()))} → "
+        f"{_size(len(shown.encode()))} in context "
         f"({outcome.reason}; handle {os.path.basename(artifact.path)})",
         raw_bytes=len(text.encode()),
         context_bytes=len(shown.encode()),
@@ -292,7 +293,7 @@ def _microcompact(
     narrator.say(
         "microcompact",
         f"context {report.size_before:,} → {report.size_after:,} chars over the "
-        f"100,000 trigger: cleared the {len(report.cleared)} oldest results "
+        f"100,000 trigger: cleared {len(report.cleared)} oldest result(s) "
         f"({', '.join(report.cleared)}); each placeholder names its handle",
         **report.to_dict(),
     )

@@ -45,7 +45,7 @@ def test_demo_spills_leases_reconciles_collects_and_refuses(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     out = done.stdout
     for line in (
-        "[externalize] grep: 1.1MB → 51KB in context (spilled; handle tool_result_0",
+        "[externalize] grep via bash: 1.1MB → 30KB in context (spilled; handle tool_",
         "[key line] kept in the preview → line 11874: tests/test_gc.py:212: Assert",
         "[model] calls read_artifact({'start_line': 11873, 'limit': 3}), verified:",
         "[tool] 11874: tests/test_gc.py:212: AssertionError: artifact deleted",
@@ -57,7 +57,7 @@ def test_demo_spills_leases_reconciles_collects_and_refuses(tmp_path: Path) -> N
         "[reconcile] memory-ref-2: committed (owner_published",
         "[lease] memory-ref-1 deleted by the owner first, then released",
         "[journal] 5 chained records match the store",
-        "cleared the 1 oldest results (toolu_demo_01)",
+        "cleared 1 oldest result(s) (toolu_demo_01)",
         "[gc plan] 3 planned_delete, 1 retained_referenced",
         "[gc plan] tool_result_001.txt: kept (protected by 1 live reference)",
         "[gc apply] 3 deleted (results no lease protects)",
