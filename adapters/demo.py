@@ -15,8 +15,8 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from spillvault.domain.errors import ArtifactLeaseJournalError
@@ -306,19 +306,33 @@ def _context_chars(messages: list[dict[str, Any]]) -> int:
 
 def _garbage_collection(session: Any, narrator: Narrator) -> None:
     ext = session.externalizer
-    later = session.clock.now() + timedelta(days=2)  # past the 24 h orphan TTL
-    policy = ArtifactCleanupPolicy(dry_run=False)
-    plan = ext.plan_cleanup_from_journal(session.journal, policy=policy, now=later)
-    report = ext.apply_cleanup_from_journal(plan, session.journal, now=later)
+    orphan = _plant_orphan(ext.tool_results_dir)
+    narrator.say(
+        "gc",
+        f"{orphan}: a 3-day-old file with no event (a crash between link and event)",
+    )
+    policy = ArtifactCleanupPolicy(dry_run=False)  # the default 24 h orphan TTL
+    plan = ext.plan_cleanup_from_journal(session.journal, policy=policy)
+    report = ext.apply_cleanup_from_journal(plan, session.journal)
     narrator.say("gc plan", _counts(plan.counts), counts=plan.counts)
     for decision in plan.decisions:
-        if decision.status.value == "retained_referenced":
-            narrator.say("gc plan", f"{decision.filename}: kept ({decision.reason})")
-    narrator.say(
-        "gc apply",
-        f"{_counts(report.counts)} (results no lease protects)",
-        counts=report.counts,
-    )
+        narrator.say("gc plan", f"{decision.filename}: {decision.status.value} "
+                     f"({decision.reason})")  # fmt: skip
+    narrator.say("gc apply", _counts(report.counts), counts=report.counts)
+
+
+def _plant_orphan(tool_results: str) -> str:
+    """Leave an artifact-named file with no event, as a crash after `link` would."""
+    name = "tool_result_099.txt"
+    path = os.path.join(tool_results, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, b"half-recorded output\n" * 100)
+    finally:
+        os.close(fd)
+    three_days_ago = time.time() - 3 * 86400
+    os.utime(path, (three_days_ago, three_days_ago))
+    return name
 
 
 def _counts(counts: dict[str, int]) -> str:

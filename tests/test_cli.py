@@ -58,11 +58,13 @@ def test_demo_spills_leases_reconciles_collects_and_refuses(tmp_path: Path) -> N
         "[lease] memory-ref-1 deleted by the owner first, then released",
         "[journal] 5 chained records match the store",
         "cleared 1 oldest result(s) (toolu_demo_01)",
-        "[gc plan] 3 planned_delete, 1 retained_referenced",
-        "[gc plan] tool_result_001.txt: kept (protected by 1 live reference)",
-        "[gc apply] 3 deleted (results no lease protects)",
+        "[gc] tool_result_099.txt: a 3-day-old file with no event",
+        "[gc plan] 1 planned_delete, 3 retained_recent, 1 retained_referenced",
+        "tool_result_001.txt: retained_referenced (protected by 1 live reference)",
+        "tool_result_099.txt: planned_delete (unreferenced, 3.0 d old",
+        "[gc apply] 1 deleted",
         "chars with spillvault vs 1,609,2",
-        "1 artifact(s) on disk, 1 live lease(s)",
+        "4 artifact(s) on disk, 1 live lease(s)",
         "[refused] event store missing",
     ):
         assert line in out, line
