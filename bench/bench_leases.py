@@ -42,6 +42,8 @@ from spillvault.domain.values import (
     ArtifactSourceId,
 )
 
+from hostfacts import fs_type, load_average
+
 DEFAULT_N_MEMORY = 2000
 DEFAULT_N_SQLITE = 500
 WARMUP_LEASES = 20
@@ -128,33 +130,6 @@ def reopen(session_dir: str, event_store: str | None, n: int) -> tuple[float, fl
 def rates(count: int, times: list[float]) -> tuple[float, float, float]:
     """Median, lowest and highest rate of `count` ops done in each of `times`."""
     return count / statistics.median(times), count / max(times), count / min(times)
-
-
-def load_average() -> str:
-    """The 1-minute load average: other work on the host skews every figure."""
-    try:
-        return f"{os.getloadavg()[0]:.2f}"
-    except OSError:
-        return "unknown"
-
-
-def fs_type(path: str) -> str:
-    """Name the file system holding `path` (best effort, from /proc/mounts)."""
-    try:
-        with open("/proc/mounts", encoding="utf-8") as mounts:
-            rows = [line.split() for line in mounts]
-    except OSError:
-        return "unknown"
-    real = os.path.realpath(path)
-    best, kind = "", "unknown"
-    for row in rows:
-        if len(row) < 3:
-            continue
-        mount_point = row[1]
-        inside = real == mount_point or real.startswith(mount_point.rstrip("/") + "/")
-        if inside and len(mount_point) > len(best):
-            best, kind = mount_point, row[2]
-    return kind
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
