@@ -13,6 +13,7 @@ commit and its append) is caught up. The view is saved to the store every
 from __future__ import annotations
 
 import logging
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 from uuid import UUID
@@ -93,7 +94,11 @@ class LeaseProjection:
     def __init__(self, session: Session, journal: JournalFile) -> None:
         self._session = session
         self._file = journal
-        self._view = session.store.get_session_view() or SessionView.start()
+        self._load_view()
+
+    def _load_view(self) -> None:
+        """Take the state saved in the store, dropping anything folded since."""
+        self._view = self._session.store.get_session_view() or SessionView.start()
         self._position = self._view.position
         self._checkpoint = self._view.checkpoint
         self._live: dict[str, dict[str, Any]] = dict(self._view.live)
@@ -109,6 +114,7 @@ class LeaseProjection:
         self._folded = 0
         self._seen = 0
         self._force_full_save = False
+        self._stale = False
 
     @property
     def checkpoint(self) -> JournalCheckpoint:
@@ -154,6 +160,19 @@ class LeaseProjection:
     # ------------------------------------------------------------------ sync
 
     def _sync_locked(self) -> None:
+        if self._stale:
+            self._load_view()
+        try:
+            self._sync_steps()
+        except BaseException:
+            # A half-done sync may have folded events it never journaled: start
+            # again from the saved view, so the next sync redoes them in order.
+            self._stale = True
+            with suppress(Exception):
+                self._load_view()
+            raise
+
+    def _sync_steps(self) -> None:
         start = self._checkpoint
         data = self._read_after(start)
         lines, complete_end, _torn = split_journal(data, start_offset=start.end)

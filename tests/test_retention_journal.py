@@ -9,12 +9,13 @@ import subprocess
 import sys
 import textwrap
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from spillvault.adapters import lease_projection
 from spillvault.adapters.cli import main as cli_main
+from spillvault.adapters.journal_file import JournalFile
 from spillvault.adapters.retention_journal import ArtifactRetentionJournal
 from spillvault.adapters.session import Session, open_session
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
@@ -441,3 +442,30 @@ def test_publication_and_reopen_on_every_event_store(
         assert recovery.pending_transaction_ids == ("b",)
         assert recovery.claims[0].reference_count == 2
         assert session.journal.verify().records == 3
+
+
+def test_a_failed_append_is_redone_in_order_by_the_next_sync(
+    session: Session, session_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    claim = stored_claim(session)
+    real = JournalFile.append
+    calls: list[int] = []
+
+    def append_failing_once(self: JournalFile, records: Any, *, expect_end: int) -> int:
+        calls.append(len(records))
+        if len(calls) == 1:
+            msg = (
+                "journal has complete lines after offset 0 (another writer): re-read it"
+            )
+            raise ArtifactLeaseJournalError(msg)
+        return real(self, records, expect_end=expect_end)
+
+    monkeypatch.setattr(JournalFile, "append", append_failing_once)
+    with pytest.raises(ArtifactLeaseJournalError, match="re-read"):
+        session.journal.prepare(claim, transaction_id="first")
+    # The first PREPARED is stored; the next sync journals it before the second.
+    session.journal.prepare(claim, transaction_id="second")
+    bodies = assert_chain_intact(session_dir, session.session_id)
+    assert [b["transaction_id"] for b in bodies] == ["first", "second"]
+    assert session.journal.verify().records == 2
+    assert session.journal.recover().pending_transaction_ids == ("first", "second")
