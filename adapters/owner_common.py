@@ -155,10 +155,15 @@ class OwnerRecord:
         raise ValueError(msg)
 
     def removed(self) -> OwnerRecord | None:
-        """Return the record without its reference, or None if it holds none."""
+        """Return the tombstone replacing the reference, or None if it holds none.
+
+        A removed id is sealed, not merely empty: a late replay of its publish
+        (a zombie writer's retry) must never revive a reference whose lease is
+        RELEASED and whose artifact GC may delete (S4.8, S5.3).
+        """
         if self.reference is None:
             return None
-        return OwnerRecord(self.generation + 1, RecordState.ABSENT)
+        return self.tombstoned()
 
     def tombstoned(self) -> OwnerRecord:
         """Return the sealed absence that follows this record."""
@@ -334,7 +339,7 @@ class FencedOwner(ABC):
         self._retrying(partial(self._change, transaction_id, change))
 
     def remove(self, transaction_id: str) -> None:
-        """Delete the reference (generation + 1); a no-op when none is held."""
+        """Delete the reference and seal the id (generation + 1); no-op if none."""
         check_transaction_id(transaction_id)
         self._retrying(partial(self._change, transaction_id, OwnerRecord.removed))
 

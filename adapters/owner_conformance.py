@@ -218,19 +218,32 @@ class ArtifactReferenceOwnerTestCase(TestCase, ABC):
             self.owner.publish("tx-conflict", self.make_reference(2))
         self.assertEqual(self.observe("tx-conflict"), before)
 
-    def test_remove_makes_the_reference_absent_at_a_higher_generation(self) -> None:
-        """Removal leaves an unsealed absence; removing again is a no-op."""
+    def test_remove_seals_the_id_at_a_higher_generation(self) -> None:
+        """Removal leaves a sealed absence; removing again is a no-op."""
         self.owner.publish("tx-remove", self.make_reference())
         published = self.observe("tx-remove")
         self.owner.remove("tx-remove")
         removed = self.observe("tx-remove")
         self.assertIs(removed.presence, ABSENT)
-        self.assertFalse(removed.absence_sealed)
+        self.assertTrue(removed.absence_sealed)
         self.assertGreater(removed.generation, published.generation)
         self.owner.remove("tx-remove")
         self.owner.remove("tx-never-written")
         self.assertEqual(self.observe("tx-remove"), removed)
         self.assertEqual(self.observe("tx-never-written").generation, 0)
+
+    def test_a_removed_id_refuses_a_late_publish(self) -> None:
+        """A zombie writer's replay cannot revive a removed reference (S5.3)."""
+        reference = self.make_reference()
+        late_retry = self.owner.publisher(reference, "tx-zombie")
+        late_retry()
+        self.owner.remove("tx-zombie")
+        removed = self.observe("tx-zombie")
+        with self.assertRaises(ArtifactPublicationRejected):
+            late_retry()
+        with self.assertRaises(ArtifactPublicationRejected):
+            self.reopen_owner().publisher(reference, "tx-zombie")()
+        self.assertEqual(self.observe("tx-zombie"), removed)
 
     # sealing ----------------------------------------------------------------
 
@@ -247,14 +260,12 @@ class ArtifactReferenceOwnerTestCase(TestCase, ABC):
             self.assertEqual(fence.observation, sealed)
             self.assertEqual(fence.seal_absent(), sealed)
 
-    def test_seal_after_a_removal_tombstones_the_id(self) -> None:
-        """A removed reference's id can be sealed, at a higher generation."""
+    def test_seal_after_a_removal_returns_the_removal_seal(self) -> None:
+        """Sealing a removed id seals nothing more: the removal sealed it."""
         self.owner.publish("tx-removed", self.make_reference())
         self.owner.remove("tx-removed")
         removed = self.observe("tx-removed")
-        sealed = self.seal("tx-removed")
-        self.assertTrue(sealed.absence_sealed)
-        self.assertGreater(sealed.generation, removed.generation)
+        self.assertEqual(self.seal("tx-removed"), removed)
 
     def test_a_tombstone_refuses_publication_and_writes_nothing(self) -> None:
         """After the seal, publish raises ArtifactPublicationRejected forever."""

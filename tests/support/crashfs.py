@@ -8,7 +8,8 @@ for the files the project writes itself.
 Counting
     Every call that mutates or syncs is a *step*, numbered from 1: `write`,
     `fsync`, `ftruncate`, `fchmod`, `mkdir`, `link`, `rename`, `unlink`,
-    `rmdir`, and `open` with `O_CREAT` or `O_TRUNC` (whether or not it creates).
+    `rmdir`, and `open` with `O_CREAT` or `O_TRUNC` (whether or not it creates),
+    plus `mark(label)`, a named crash point that does nothing and takes no fault.
     `read`, `pread`, `fstat`, `lstat`, `listdir`, `flock` and `close` are not
     steps. A step counts whether it succeeds, fails for real or fails by
     injection, and is logged in `steps`. Calls outside `root` count too (they
@@ -116,9 +117,11 @@ COUNTED = frozenset(
         "unlink",
         "rmdir",
         "open",
+        "mark",
     }
 )
 """Step kinds (`open` only with O_CREAT or O_TRUNC)."""
+FAULTABLE = COUNTED - {"mark"}
 
 Choice = Literal["written", "dropped", "torn", "zero", "garbage"]
 DirEntries = Literal["lost", "kept", "random"]
@@ -147,7 +150,7 @@ class Fault:
         """Say whether this fault hits step `index` of kind `op`."""
         ops = self.ops
         if ops is None:
-            ops = frozenset({"write"}) if self.error == "short" else COUNTED
+            ops = frozenset({"write"}) if self.error == "short" else FAULTABLE
         if index < self.at or op not in ops:
             return False
         return self.persistent or self.fired == 0
@@ -469,6 +472,24 @@ class CrashFS(OsFileSystem):
     @staticmethod
     def _outcome(step: Step, error: OSError) -> None:
         step.outcome = errno_module.errorcode.get(error.errno or 0, str(error))
+
+    # markers and sync -----------------------------------------------------------
+
+    def mark(self, label: str) -> None:
+        """Count a step that does nothing: a crash point the code names.
+
+        The harness hooks it to the journal's `_checkpoint`, so a crash can land
+        between two changes that touch no file (e.g. an owner tombstone and the
+        store's ABORTED event, S5.3).
+        """
+        self._step("mark", label)
+
+    def sync(self) -> None:
+        """Make everything under `root` durable, as `sync(2)` would."""
+        self._check_alive()
+        self._nodes.clear()
+        self._ids.clear()
+        self._renames.clear()
 
     # crash --------------------------------------------------------------------
 
