@@ -8,6 +8,7 @@ and decides again. Library exceptions never leak: they are wrapped here.
 from __future__ import annotations
 
 import random
+import sqlite3
 import time
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from uuid import UUID
@@ -41,6 +42,9 @@ DEFAULT_RETRIES = 16
 _FIRST_PAUSE = 0.002
 _MAX_PAUSE = 0.1
 _PAGE = 500
+# eventsourcing wraps most driver errors in PersistenceError, but not all of
+# SQLite's at connection time (a full disk, no inodes, a read-only directory).
+STORE_ERRORS = (PersistenceError, sqlite3.Error)
 
 
 class SessionStore(Application[UUID]):
@@ -65,7 +69,7 @@ class SessionStore(Application[UUID]):
         self._shared_recorder = recorder
         try:
             super().__init__(env=env)
-        except PersistenceError as error:
+        except STORE_ERRORS as error:
             msg = f"event store cannot be opened: {error}"
             raise ArtifactLeaseJournalError(msg) from error
 
@@ -99,7 +103,7 @@ class SessionStore(Application[UUID]):
         """Return the highest notification id (0 when empty)."""
         try:
             return self.recorder.max_notification_id() or 0
-        except PersistenceError as error:
+        except STORE_ERRORS as error:
             raise _store_error(error) from error
 
     def notifications(self, after: int = 0) -> Iterator[Notification]:
@@ -110,7 +114,7 @@ class SessionStore(Application[UUID]):
                 page = self.recorder.select_notifications(
                     start, _PAGE, inclusive_of_start=False
                 )
-            except PersistenceError as error:
+            except STORE_ERRORS as error:
                 raise _store_error(error) from error
             yield from page
             if len(page) < _PAGE:
@@ -204,7 +208,7 @@ class SessionStore(Application[UUID]):
         except IntegrityError as error:
             msg = "another writer recorded an event first"
             raise ArtifactStoreConflict(msg) from error
-        except PersistenceError as error:
+        except STORE_ERRORS as error:
             raise _store_error(error) from error
 
     def _get(self, kind: type[T], aggregate_id: UUID) -> T | None:
@@ -212,7 +216,7 @@ class SessionStore(Application[UUID]):
             aggregate: object = self.repository.get(aggregate_id)
         except AggregateNotFoundError:
             return None
-        except PersistenceError as error:
+        except STORE_ERRORS as error:
             raise _store_error(error) from error
         if not isinstance(aggregate, kind):
             msg = f"aggregate {aggregate_id} is not a {kind.__name__}"

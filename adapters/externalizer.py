@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from spillvault.domain.enums import ArtifactState
 from spillvault.domain.errors import (
     ArtifactAccessError,
     ArtifactRetentionError,
@@ -533,9 +534,22 @@ class GateStream:
             )
             artifact = self._stream.fail()
             reason = "store_failed"
+            if artifact.state == ArtifactState.OPEN:
+                # Even the partial seal could not be recorded (a full disk):
+                # there is no digest to reference yet; the next open seals it.
+                return GateOutcome(self._unsealed_notice(artifact), reason)
         reference = ext.store.reference_for(artifact)
         key_lines = self._scanner.result()
         return ext._gate_stored(artifact, reference, key_lines, reason)  # noqa: SLF001
+
+    def _unsealed_notice(self, artifact: Artifact) -> str:
+        """Say what happened to a stream whose partial seal failed too (S2.4)."""
+        return (
+            f"[spillvault: the {self._tool_name} output could not be stored "
+            f"({type(self._failed).__name__}: {self._failed}); the bytes written so "
+            f"far stay in artifact {artifact.filename}, which the next session "
+            "open seals as partial]"
+        )
 
 
 def _text_of(content: Content) -> str | None:

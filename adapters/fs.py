@@ -10,7 +10,9 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import secrets
 import stat
+from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from spillvault.domain.errors import ArtifactAccessError
@@ -145,19 +147,52 @@ def create_private_file(fs: FileSystem, name: str, *, dir_fd: int) -> int:
     try:
         fs.fchmod(fd, PRIVATE_FILE_MODE)
     except BaseException:
+        # The entry is ours (created exclusive just now): leave nothing behind.
+        with suppress(OSError):
+            fs.unlink(name, dir_fd=dir_fd)
         fs.close(fd)
         raise
     return fd
 
 
+def tmp_name_for(name: str) -> str:
+    """Return a fresh hidden tmp name beside `name` (see `is_tmp_for`)."""
+    return f".{name}.tmp-{secrets.token_hex(8)}"
+
+
+def is_tmp_for(entry: str, name: str) -> bool:
+    """Say whether `entry` is a tmp name `tmp_name_for(name)` could have made."""
+    prefix = f".{name}.tmp-"
+    suffix = entry.removeprefix(prefix)
+    return (
+        entry.startswith(prefix)
+        and len(suffix) == 16  # 8 random bytes in hex
+        and all(c in "0123456789abcdef" for c in suffix)
+    )
+
+
 def write_new_file(fs: FileSystem, name: str, data: bytes, *, dir_fd: int) -> None:
-    """Create `name` exclusively with `data`, fsync it and its directory."""
-    fd = create_private_file(fs, name, dir_fd=dir_fd)
+    """Create `name` with `data` whole or not at all, durable when it returns.
+
+    The bytes go to a fsynced tmp file that is then linked to `name` (never
+    replacing an existing entry): a crash or an I/O error leaves either no
+    `name` or the complete file, plus at most a stray tmp that the session's
+    recovery pass removes.
+    """
+    tmp = tmp_name_for(name)
+    fd = create_private_file(fs, tmp, dir_fd=dir_fd)
     try:
-        write_all(fs, fd, data)
-        fs.fsync(fd)
-    finally:
-        fs.close(fd)
+        try:
+            write_all(fs, fd, data)
+            fs.fsync(fd)
+        finally:
+            fs.close(fd)
+        fs.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with suppress(OSError):
+            fs.unlink(tmp, dir_fd=dir_fd)
+        raise
+    fs.unlink(tmp, dir_fd=dir_fd)
     fs.fsync(dir_fd)
 
 

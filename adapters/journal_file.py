@@ -16,9 +16,9 @@ a session must keep exactly one `JournalFile` for its journal.
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import re
-import secrets
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -27,7 +27,13 @@ from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.errors import ArtifactAccessError, ArtifactLeaseJournalError
 from spillvault.domain.journal_records import JournalRecord, decode_line_at, encode
 
-from .fs import READ_FLAGS, check_private, create_private_file, write_all
+from .fs import (
+    READ_FLAGS,
+    check_private,
+    create_private_file,
+    tmp_name_for,
+    write_all,
+)
 from .fs import exists as entry_exists
 
 if TYPE_CHECKING:
@@ -85,9 +91,10 @@ class JournalFile:
         """Whether a write error has stopped this writer for good (J4)."""
         return self._poison is not None
 
-    def torn_copy_name(self, offset: int) -> str:
+    def torn_copy_name(self, offset: int, attempt: int = 1) -> str:
         """Return the name a torn tail starting at `offset` is copied aside to (J6)."""
-        return f"{self._name}.torn-{offset}"
+        name = f"{self._name}.torn-{offset}"
+        return name if attempt == 1 else f"{name}.{attempt}"
 
     def exists(self) -> bool:
         """Say whether anything (even a symlink) is at the journal's name."""
@@ -262,18 +269,24 @@ class JournalFile:
         self._fs.fsync(fd)
 
     def _keep_aside(self, fd: int, start: int, end: int) -> None:
-        """Copy bytes `start:end` to the torn-copy name, never overwriting one."""
-        aside = self.torn_copy_name(start)
+        """Copy bytes `start:end` to a free torn-copy name, never overwriting one.
+
+        A copy already holding the same bytes is a crash between an earlier
+        copy and its truncation: nothing more to keep. A copy with other bytes
+        is an earlier tear at the same offset, evidence too: this tail goes
+        to the next free name (`.torn-<offset>.2`, `.3`, ...).
+        """
         tmp = self._write_tmp(self._blocks(fd, start, end))
         try:
-            try:
-                self._link(tmp, aside)
-            except FileExistsError:
-                # A crash between an earlier copy and its truncation left the
-                # same tail there; anything else there is evidence to keep.
-                if not self._holds(aside, fd, start, end):
-                    msg = f"{aside} already exists with other bytes"
-                    raise ArtifactLeaseJournalError(msg) from None
+            for attempt in itertools.count(1):
+                aside = self.torn_copy_name(start, attempt)
+                try:
+                    self._link(tmp, aside)
+                except FileExistsError:
+                    if self._holds(aside, fd, start, end):
+                        break
+                    continue
+                break
         finally:
             self._fs.unlink(tmp, dir_fd=self._dir_fd)
         self._fs.fsync(self._dir_fd)
@@ -360,7 +373,7 @@ class JournalFile:
 
     def _write_tmp(self, chunks: Iterable[bytes]) -> str:
         """Write `chunks` to a fresh private tmp file, fsync it, return its name."""
-        tmp = f".{self._name}.tmp-{secrets.token_hex(8)}"
+        tmp = tmp_name_for(self._name)
         fd = create_private_file(self._fs, tmp, dir_fd=self._dir_fd)
         try:
             for chunk in chunks:

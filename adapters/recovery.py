@@ -4,7 +4,8 @@ Under the session lock, touching only what no live process holds: every writer
 keeps `flock(LOCK_EX)` on its tmp file or open stream, so an entry is handled
 only when `flock(LOCK_EX|LOCK_NB)` on it succeeds. The pass
 
-- removes stale `.tmp-*` files of `tool-results/`;
+- removes stale `.tmp-*` files of `tool-results/`, and the marker's and the
+  journal's stale tmp files in the session directory;
 - seals an artifact left `open` by a crash as `partial` over the bytes present;
 - records `lost` for an artifact (open, sealed, partial, orphan) whose file is gone.
 
@@ -21,9 +22,11 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import stat
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.enums import ArtifactState
 from spillvault.domain.errors import ArtifactAccessError
 from spillvault.domain.values import artifact_number
@@ -31,9 +34,9 @@ from spillvault.domain.values import artifact_number
 from .artifact_store import TMP_PREFIX
 from .content_writer import hash_open_file, summary_for
 from .eventstore import retrying
-from .fs import READ_FLAGS, check_private, open_private_dir
+from .fs import READ_FLAGS, check_private, is_tmp_for, open_private_dir
 from .gc import resolve_quarantine
-from .layout import TOOL_RESULTS_DIR
+from .layout import MARKER_NAME, TOOL_RESULTS_DIR
 from .lease_projection import session_projection
 
 if TYPE_CHECKING:
@@ -86,6 +89,7 @@ def recover_artifacts(session: Session) -> ArtifactRecoveryReport:
     """Run the recovery pass on `session` (see the module docstring)."""
     report = ArtifactRecoveryReport()
     with session.lock:
+        _remove_stale_session_tmps(session, report)
         dir_fd = open_private_dir(
             session.fs,
             TOOL_RESULTS_DIR,
@@ -97,6 +101,30 @@ def recover_artifacts(session: Session) -> ArtifactRecoveryReport:
         finally:
             session.fs.close(dir_fd)
     return report
+
+
+def _remove_stale_session_tmps(
+    session: Session, report: ArtifactRecoveryReport
+) -> None:
+    """Remove tmp files the marker and journal writers left in the session dir.
+
+    Those writers hold the session lock for a tmp file's whole life, and so
+    does this pass: any such file found now is a dead writer's.
+    """
+    fs = session.fs
+    removed = False
+    for entry in sorted(fs.listdir(session.dir_fd)):
+        if not (
+            is_tmp_for(entry, MARKER_NAME) or is_tmp_for(entry, RETENTION_JOURNAL_NAME)
+        ):
+            continue
+        if not stat.S_ISREG(fs.lstat(entry, dir_fd=session.dir_fd).st_mode):
+            continue  # not a file of ours: left for the operator
+        fs.unlink(entry, dir_fd=session.dir_fd)
+        report.removed_tmp.append(entry)
+        removed = True
+    if removed:
+        fs.fsync(session.dir_fd)
 
 
 class _Pass:

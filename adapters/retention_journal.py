@@ -480,14 +480,9 @@ class ArtifactRetentionJournal:
         """
         try:
             record()
-        except ArtifactLeaseJournalError:
-            lease = self.session.store.get_lease(report.transaction_id)
-            if lease.phase not in _ALREADY:
-                raise
+        except _AlreadyDecided as decided:
             return _report(
-                report.transaction_id,
-                _ALREADY[lease.phase],
-                "decided_concurrently",
+                report.transaction_id, _ALREADY[decided.phase], "decided_concurrently"
             )
         return report
 
@@ -524,7 +519,14 @@ class ArtifactRetentionJournal:
         """Record one lease event and project it to the journal, under the lock."""
         moment = self._time(at, f"{phase}_at")
         with self.session.lock:
-            lease = command(transaction_id, moment)
+            try:
+                lease = command(transaction_id, moment)
+            except ArtifactLeaseJournalError as error:
+                found = self.session.store.find_lease(transaction_id)
+                if found is not None and found.phase in _ALREADY:
+                    raise _AlreadyDecided(str(error), found.phase) from error
+                raise
+            # A journal failure here is not "already decided": it propagates.
             self._projection.sync()
         self._checkpoint(f"after_{phase}")
         return lease.lease_state
@@ -561,6 +563,14 @@ class ArtifactRetentionJournal:
         if (digest, size) != (content.content_sha256, content.size_bytes):
             msg = f"publication refused: artifact {filename} changed on disk"
             raise ArtifactLeaseJournalError(msg)
+
+
+class _AlreadyDecided(ArtifactLeaseJournalError):
+    """The store refused a transition: the lease had already ended."""
+
+    def __init__(self, message: str, phase: ArtifactLeasePhase) -> None:
+        super().__init__(message)
+        self.phase = phase
 
 
 def _check_transaction_id(transaction_id: str | None) -> str:

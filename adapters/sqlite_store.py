@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import stat
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from eventsourcing.sqlite import SQLiteConnection, SQLiteConnectionPool, SQLiteFactory
 
-from spillvault.domain.errors import ArtifactAccessError
+from spillvault.domain.errors import ArtifactAccessError, ArtifactLeaseJournalError
 
 from .eventstore import SessionStore
 from .fs import READ_FLAGS, check_private, create_private_file
@@ -51,6 +53,7 @@ class SQLiteBackend:
     def __init__(self, fs: FileSystem, dir_fd: int, session_path: str) -> None:
         self._fs = fs
         self._dir_fd = dir_fd
+        self._session_path = session_path
         self._path = f"{session_path}/{STORE_NAME}"
 
     def describe(self) -> str:
@@ -90,4 +93,28 @@ class SQLiteBackend:
             "SQLITE_DBNAME": uri,
             "SQLITE_LOCK_TIMEOUT": str(LOCK_TIMEOUT_SECONDS),
         }
-        return SessionStore(env, factory=FullSyncSQLiteFactory)
+        try:
+            return SessionStore(env, factory=FullSyncSQLiteFactory)
+        except ArtifactLeaseJournalError as error:
+            # SQLite says "disk I/O error" or "unable to open database file"
+            # when it cannot create its -wal/-shm files: name the real cause.
+            cause = self._diagnose()
+            if cause is None:
+                raise
+            msg = f"{error} ({cause.strerror})"
+            raise ArtifactLeaseJournalError(msg) from cause
+
+    def _diagnose(self) -> OSError | None:
+        """Return why the session directory refuses new files, if it visibly does."""
+        info = os.fstatvfs(self._dir_fd)
+        if info.f_flag & os.ST_RDONLY:
+            code, what = errno.EROFS, "the session directory is on a read-only mount"
+        elif info.f_bavail == 0:
+            code, what = errno.ENOSPC, "no space left for the store's WAL files"
+        elif info.f_favail == 0:
+            code, what = errno.ENOSPC, "no inodes left for the store's WAL files"
+        elif not os.access(self._session_path, os.W_OK):
+            code, what = errno.EACCES, "the session directory is not writable"
+        else:
+            return None
+        return OSError(code, f"{os.strerror(code)}: {what}")

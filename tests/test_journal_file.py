@@ -389,19 +389,23 @@ def test_an_earlier_identical_torn_copy_is_kept(
 def test_a_different_torn_copy_is_never_overwritten(
     journal: JournalFile, tmp_path: Path
 ) -> None:
+    """A second tear at an offset already kept aside goes to the next name (J6)."""
     records = build(3)
     end = journal.append(records[:2], expect_end=0)
-    with (tmp_path / NAME).open("ab") as crash:
-        crash.write(b'{"seq')
     copy = tmp_path / f"{NAME}.torn-{end}"
     copy.write_bytes(b"older evidence")
     copy.chmod(0o600)
-    with raises(f"{copy.name} already exists with other bytes"):
-        journal.append([records[2]], expect_end=end)
+    second = tmp_path / f"{NAME}.torn-{end}.2"
+    second.write_bytes(b"more evidence")
+    second.chmod(0o600)
+    with (tmp_path / NAME).open("ab") as crash:
+        crash.write(b'{"seq')
+    journal.append([records[2]], expect_end=end)
     assert copy.read_bytes() == b"older evidence"
-    assert (tmp_path / NAME).read_bytes() == lines(records[:2]) + b'{"seq'
+    assert second.read_bytes() == b"more evidence"
+    assert (tmp_path / f"{NAME}.torn-{end}.3").read_bytes() == b'{"seq'
+    assert (tmp_path / NAME).read_bytes() == lines(records)
     assert not journal.poisoned
-    assert sorted(p.name for p in tmp_path.iterdir()) == [NAME, copy.name]
 
 
 @pytest.mark.parametrize("plant", ["symlink", "group-readable"])

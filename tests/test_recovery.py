@@ -254,7 +254,7 @@ def test_recovery_runs_under_the_session_lock(
 
     monkeypatch.setattr(session.fs, "listdir", listdir)
     recover_artifacts(session)
-    assert held == [True, True]  # tool-results, then .quarantine
+    assert held == [True, True, True]  # session dir, tool-results, .quarantine
 
 
 def test_artifacts_are_found_from_their_creation_events(

@@ -141,7 +141,7 @@ class FailingMarkerWrite(OsFileSystem):
 
     @staticmethod
     def open(path, flags, mode=0o777, *, dir_fd=None):  # type: ignore[override]
-        if path == MARKER_NAME and flags & os.O_CREAT:
+        if MARKER_NAME in path and flags & os.O_CREAT:
             raise OSError(errno.EIO, "injected crash before the marker")
         return os.open(path, flags, mode, dir_fd=dir_fd)
 
@@ -249,10 +249,15 @@ def test_every_durable_step_of_creation_goes_through_the_seam(
         pass
     assert fs.names("mkdir")[:3] == ["session-a", "tool-results", ".quarantine"]
     opened = fs.names("open")
-    for name in (".lock", "events.sqlite3", MARKER_NAME):
+    marker_tmp = next(
+        name for name in opened if name.startswith(f".{MARKER_NAME}.tmp-")
+    )
+    for name in (".lock", "events.sqlite3"):
         assert name in opened
     assert opened.index(".lock") < opened.index("events.sqlite3")
-    assert opened.index("events.sqlite3") < opened.index(MARKER_NAME)
+    assert opened.index("events.sqlite3") < opened.index(marker_tmp)
+    # the marker appears whole: its fsynced tmp is linked to the name
+    assert fs.names("link") == [marker_tmp]
     assert fs.names("flock")
     assert len(fs.names("fsync")) >= 3
     marker = json.loads((session_dir / MARKER_NAME).read_text())

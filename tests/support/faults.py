@@ -1,16 +1,19 @@
-"""Fault injection for gate tests: a filling-up seam and a real tiny tmpfs."""
+"""Fault injection: a filling-up seam and real tmpfs mounts (root; required in CI)."""
 
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import subprocess
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
 from spillvault.adapters.fs import OsFileSystem
+
+from support.pgserver import in_ci
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -47,26 +50,45 @@ class FailingFS(OsFileSystem):
         return written
 
 
-@contextmanager
-def mounted_tmpfs(mount_point: Path, size: str = "1m") -> Iterator[Path]:
-    """Mount a private tmpfs of `size` at `mount_point`; skip unless root."""
+def unavailable(reason: str) -> NoReturn:
+    """Skip on a developer machine; in CI a missing capability is a failure."""
+    if in_ci():
+        pytest.fail(f"{reason} (CI must run the real-kernel tests)")
+    pytest.skip(reason)
+
+
+def require_root() -> None:
     if os.geteuid() != 0:
-        pytest.skip(
-            f"mounting a tmpfs needs root (running as uid {os.geteuid()}); "
-            "the injected-errno seam tests cover the same paths"
-        )
+        unavailable(f"real mounts and capabilities need root (uid {os.geteuid()})")
+
+
+@contextmanager
+def tmpfs(mount_point: Path, options: str) -> Iterator[Path]:
+    """Mount a private tmpfs with `options`; always unmount it afterwards."""
+    require_root()
     mount_point.mkdir(parents=True, exist_ok=True)
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", mount_point],
+        ["mount", "-t", "tmpfs", "-o", f"{options},mode=0700", "tmpfs", mount_point],
         capture_output=True,
         text=True,
         check=False,
     )
     if mounted.returncode != 0:
-        pytest.skip(f"running as root but mount failed: {mounted.stderr.strip()}")
+        unavailable(f"running as root but mount failed: {mounted.stderr.strip()}")
     try:
         yield mount_point
     finally:
-        done = subprocess.run(["umount", mount_point], check=False)
+        # A closed session's lock keeps a directory fd until it is collected;
+        # a captured log record's exception can keep a session alive (its
+        # frames): then detach lazily, the kernel frees it when the fd closes.
+        gc.collect()
+        done = subprocess.run(["umount", mount_point], capture_output=True, check=False)
         if done.returncode != 0:
-            subprocess.run(["umount", "-l", mount_point], check=False)
+            subprocess.run(["umount", "-l", mount_point], check=True)
+
+
+@contextmanager
+def mounted_tmpfs(mount_point: Path, size: str = "1m") -> Iterator[Path]:
+    """Mount a private tmpfs of `size` at `mount_point` (see `tmpfs`)."""
+    with tmpfs(mount_point, f"size={size}") as mounted:
+        yield mounted
