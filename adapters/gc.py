@@ -368,7 +368,7 @@ class _Applier:
     ) -> ArtifactCleanupDecision:
         name, snapshot = planned.filename, planned.snapshot
         claims = self.protecting(self.at())
-        if claims.protects(name):
+        if claims.protects(name) and self.session.safeguards.reverify_claims_at_apply:
             return _outcome(
                 planned,
                 Status.RETAINED_REFERENCED,

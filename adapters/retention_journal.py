@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from contextlib import nullcontext
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Self, TypeVar
 
@@ -129,7 +130,8 @@ class ArtifactRetentionJournal:
             claim=claim,
             prepared_at=self._time(prepared_at, "prepared_at"),
         )
-        with self.session.lock:
+        lock = self.session.lock if self.session.safeguards.publication_lock else None
+        with lock or nullcontext():
             if self.session.store.find_lease(transaction.transaction_id) is not None:
                 msg = f"transaction id already used: {transaction.transaction_id!r}"
                 raise ArtifactLeaseJournalError(msg)
@@ -415,6 +417,14 @@ class ArtifactRetentionJournal:
                 if observation.absence_sealed
                 else "absence_sealed"
             )
+            if not self.session.safeguards.tombstone_first:
+                # The planted bug of S5.3: ABORTED first, the tombstone after.
+                aborted = self._finish(
+                    lambda: self.abort(transaction_id, aborted_at=at),
+                    _report(transaction_id, Status.ABORTED, reason, observation),
+                )
+                self._seal(fence, observation, transaction_id)
+                return aborted
             sealed = self._seal(fence, observation, transaction_id)
             if sealed is None:
                 return _report(

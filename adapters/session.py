@@ -18,6 +18,7 @@ from uuid import UUID, uuid5
 
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.errors import ArtifactAccessError, ArtifactLeaseJournalError
+from spillvault.domain.safeguards import Safeguards
 from spillvault.domain.store_identity import STORE_LAYOUT_VERSION, StoreIdentity
 from spillvault.domain.timestamps import format_timestamp
 from spillvault.domain.values import check_session_id
@@ -77,6 +78,7 @@ class Session:
     clock: Clock
     dir_fd: int
     policy: SpillPolicy | None = None
+    safeguards: Safeguards = field(default_factory=Safeguards)
     recovery: ArtifactRecoveryReport | None = field(default=None, init=False)
     closed: bool = field(default=False, init=False)
     _externalizer: ToolResultExternalizer | None = field(
@@ -155,11 +157,13 @@ def open_session(  # noqa: PLR0913 - keyword-only injection points
     fs: FileSystem | None = None,
     clock: Clock | None = None,
     recover: bool = True,
+    safeguards: Safeguards | None = None,
 ) -> Session:
     """Create or open the session at `session_dir` (see the module docstring).
 
     `recover=False` skips the recovery pass (S2.6), for inspection that must
-    not change anything.
+    not change anything. `safeguards` is for planted-bug tests only (see
+    `domain.safeguards`); every caller else leaves it out.
     """
     fs = fs or OS_FILESYSTEM
     clock = clock or SYSTEM_CLOCK
@@ -201,6 +205,7 @@ def open_session(  # noqa: PLR0913 - keyword-only injection points
         clock=clock,
         dir_fd=dir_fd,
         policy=policy,
+        safeguards=safeguards or Safeguards(),
     )
     try:
         if recover:

@@ -63,15 +63,16 @@ class Scene:
 
     world: CrashWorld
     latest: ArtifactReference
+    orphan: ArtifactReference  # unleased and past the TTL: GC's candidate
     committed: str  # a committed lease on `latest` (release removes it)
     received: str  # PREPARED, the owner holds it: its receipt was lost (commit)
     plan: ArtifactCleanupPlan  # planned before the workload (gc_apply alone)
     planned: list[ArtifactCleanupPlan] = field(default_factory=list)
 
 
-def set_scene(base: Path) -> Scene:
+def set_scene(base: Path, **world: Any) -> Scene:
     """Store, lease and age artifacts so that every operation has work to do."""
-    world = CrashWorld(base, seed=20261130, start=START)
+    world = CrashWorld(base, seed=20261130, start=START, **world)
     kept = world.store_artifact(40_000)
     orphan = world.store_artifact(40_000)
     assert kept is not None
@@ -84,7 +85,7 @@ def set_scene(base: Path) -> Scene:
     plan = world.gc_plan()
     assert plan is not None
     world.oracle.exposed.clear()
-    return Scene(world, kept, committed, received, plan)
+    return Scene(world, kept, orphan, committed, received, plan)
 
 
 def run(scene: Scene, operation: str, how: dict[str, Any]) -> bool:
@@ -111,13 +112,18 @@ def run(scene: Scene, operation: str, how: dict[str, Any]) -> bool:
         world.gc_apply(scene.planned.pop() if scene.planned else scene.plan, **how)
     elif operation == "release":
         world.remove(scene.committed, **how)
+    elif operation == "lease_orphan":  # the planted-bug gate's extra operation
+        world.publish_flow(scene.orphan, None, None, **how)
+    else:
+        msg = f"unknown operation {operation!r}"
+        raise ValueError(msg)
     return world.counters.crashes > before
 
 
 @contextmanager
-def scene_in_tmp() -> Iterator[Scene]:
+def scene_in_tmp(**world: Any) -> Iterator[Scene]:
     base = Path(tempfile.mkdtemp(prefix="spillvault-enum-"))
-    scene = set_scene(base)
+    scene = set_scene(base, **world)
     try:
         yield scene
     finally:

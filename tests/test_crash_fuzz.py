@@ -36,6 +36,8 @@ from hypothesis.stateful import (
     rule,
 )
 
+from spillvault.domain.enums import ArtifactCleanupStatus
+
 from support.crash_world import CrashWorld, Fault
 from support.tiers import LONG, pick
 
@@ -47,7 +49,7 @@ if TYPE_CHECKING:
 
 ERRNOS = (errno.EIO, errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES)
 KNOBS = (None, "lose_receipt_for", "reject_publish_for")
-RECONCILE_KNOBS = ("unknown_for", "move_generation_for")
+RECONCILE_KNOBS = ("unknown_for", "move_generation_for", "publish_between_for")
 
 crash_points = st.none() | st.integers(min_value=1, max_value=40)
 faults = st.none() | st.builds(
@@ -89,9 +91,13 @@ class CrashMachine(RuleBasedStateMachine):
         self.base = Path(tempfile.mkdtemp(prefix="spillvault-fuzz-"))
         self.world: CrashWorld | None = None
 
+    def make_world(self, seed: int) -> CrashWorld:
+        """Build the world; a planted-bug variant overrides this (issue 7)."""
+        return CrashWorld(self.base, seed=seed)
+
     @initialize(seed=st.integers(min_value=0, max_value=2**32 - 1))
     def start(self, seed: int) -> None:
-        self.world = CrashWorld(self.base, seed=seed)
+        self.world = self.make_world(seed)
 
     @property
     def w(self) -> CrashWorld:
@@ -175,6 +181,21 @@ class CrashMachine(RuleBasedStateMachine):
     def gc_plan(self, how: Any) -> Any:
         plan = self.w.gc_plan(**how)
         return multiple() if plan is None else multiple(plan)
+
+    @rule(plan=plans, data=st.data(), how=hazards())
+    def lease_planned_artifact(
+        self, plan: ArtifactCleanupPlan, data: st.DataObject, how: Any
+    ) -> None:
+        """A memory system references what a plan wants deleted, before apply."""
+        planned = [
+            d.filename
+            for d in plan.decisions
+            if d.status is ArtifactCleanupStatus.PLANNED_DELETE
+            and d.filename in self.w.stored
+        ]
+        if planned:
+            name = data.draw(st.sampled_from(planned))
+            self.w.publish_flow(self.w.stored[name], None, None, **how)
 
     @rule(plan=consumes(plans), how=hazards())
     def gc_apply(self, plan: ArtifactCleanupPlan, how: Any) -> None:

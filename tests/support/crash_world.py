@@ -50,6 +50,7 @@ from spillvault.domain.errors import (
     ArtifactPublicationRejected,
     ArtifactRetentionError,
 )
+from spillvault.domain.safeguards import Safeguards
 from spillvault.domain.values import ArtifactCleanupPolicy, ArtifactRetentionClaim
 
 from support.crashfs import CrashFS, SimulatedCrash
@@ -60,16 +61,20 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from spillvault.adapters.owner_common import OwnerRecord
+    from spillvault.adapters.owner_common import OwnerRecord, RecordSlot
     from spillvault.domain.cleanup import ArtifactCleanupPlan, ArtifactCleanupReport
-    from spillvault.domain.values import ArtifactMemoryReference, ArtifactReference
+    from spillvault.domain.values import (
+        ArtifactMemoryReference,
+        ArtifactReference,
+        ArtifactReferenceObservation,
+    )
 
     from support.crashfs import Choice, DirEntries
 
 T = TypeVar("T")
 SESSION = "session-crash"
 RESULTS = "tool-results"
-ORPHAN_TTL = 3600.0
+ORPHAN_TTL = 600.0
 SENTINEL = b"outside the session: never touched\n" * 64
 Phase = ArtifactLeasePhase
 PROTECTING = frozenset({Phase.PREPARED, Phase.COMMITTED})
@@ -89,7 +94,30 @@ class InvariantViolation(AssertionError):
 
 
 class WatchedOwner(InMemoryOwner):
-    """The in-memory owner, with a read-only view of its records for the oracle."""
+    """The in-memory owner, with a view of its records for the oracle.
+
+    One more knob: `publish_between_for` lands the transaction's publish
+    between a fence's read and its seal, as a zombie writer could in an
+    optimistic store (the generation fence must then refuse the seal).
+    """
+
+    def __init__(self, **knobs: Any) -> None:
+        super().__init__(**knobs)
+        self.publish_between_for: set[str] = set()
+        self.references: dict[str, ArtifactMemoryReference] = {}
+
+    def _observe(
+        self, transaction_id: str, slot: RecordSlot
+    ) -> ArtifactReferenceObservation:
+        observation = super()._observe(transaction_id, slot)
+        reference = self.references.get(transaction_id)
+        if transaction_id in self.publish_between_for and reference is not None:
+            record = slot.load()
+            with contextlib.suppress(ArtifactPublicationRejected, ValueError):
+                published = record.published(transaction_id, reference)
+                if published is not None:
+                    slot.save(record, published)
+        return observation
 
     def records(self) -> dict[str, OwnerRecord]:
         """Return every transaction id's record as it is now."""
@@ -156,13 +184,25 @@ class Counters:
 class CrashWorld:
     """One session under test, its owner and clock, and the oracle."""
 
-    def __init__(self, base: Path, *, seed: int, start: datetime | None = None) -> None:
+    def __init__(
+        self,
+        base: Path,
+        *,
+        seed: int,
+        start: datetime | None = None,
+        safeguards: Safeguards | None = None,
+        fs_factory: Callable[..., CrashFS] = CrashFS,
+        owner: WatchedOwner | None = None,
+    ) -> None:
         self.base = base
         self.path = base / SESSION
         self.seed = seed
         self.rng = random.Random(seed)  # noqa: S311 - simulation, not secrets
         self.clock = FakeClock(start or datetime.now(UTC))
-        self.owner = WatchedOwner(lock_timeout=5)
+        # A planted-bug test switches one protection off (issue 7).
+        self.safeguards = safeguards or Safeguards()
+        self.fs_factory = fs_factory
+        self.owner = owner or WatchedOwner(lock_timeout=5)
         self.oracle = Oracle()
         self.counters = Counters()
         self.history: list[str] = []
@@ -174,11 +214,12 @@ class CrashWorld:
         self.publishers: dict[str, Callable[[], None]] = {}
         self.references: dict[str, ArtifactMemoryReference] = {}
         self.transactions: list[str] = []
+        self.stored: dict[str, ArtifactReference] = {}  # acknowledged spills
         self._numbers = 0
         self.sentinel = base / "outside" / "sentinel.txt"
         self.sentinel.parent.mkdir(mode=0o700)
         self.sentinel.write_bytes(SENTINEL)
-        self.fs = CrashFS(self.path, seed=self._next_seed())
+        self.fs = self.fs_factory(self.path, seed=self._next_seed())
         self.session = self._open(self.fs)
         self.acknowledge()
 
@@ -189,7 +230,9 @@ class CrashWorld:
 
     def _open(self, fs: CrashFS) -> Session:
         drop_locks(self.path)  # a lock left by another life binds another seam
-        session = open_session(self.path, fs=fs, clock=self.clock)
+        session = open_session(
+            self.path, fs=fs, clock=self.clock, safeguards=self.safeguards
+        )
         # The journal's named durable steps become crash points (S5.3's gap
         # between the owner tombstone and ABORTED holds no file operation).
         session.journal._checkpoint = fs.mark  # type: ignore[method-assign]
@@ -241,7 +284,7 @@ class CrashWorld:
         rebuilt = self.fs.rebuild(choice, dir_entries=dir_entries)
         self.history.append(f"  crash: {self.fs.describe()}; {rebuilt.choices}")
         self._check_idempotent_recovery(interrupt=interrupt_recovery)
-        self.fs = CrashFS(self.path, seed=self._next_seed())
+        self.fs = self.fs_factory(self.path, seed=self._next_seed())
         refused = False
         try:
             self.session = self._open(self.fs)
@@ -355,6 +398,7 @@ class CrashWorld:
             return None
         reference: ArtifactReference = outcome.value.artifact
         self.oracle.spills[os.path.basename(reference.path)] = reference.content_sha256
+        self.stored[os.path.basename(reference.path)] = reference
         return reference
 
     def _claim(
@@ -372,6 +416,7 @@ class CrashWorld:
         self.transactions.append(tx)
         memory = reference.for_memory()
         self.references[tx] = memory
+        self.owner.references[tx] = memory
         # Taken now, replayed later by a zombie: the owner's own retry handle.
         self.publishers[tx] = self.owner.publisher(memory, tx)
         return tx
@@ -616,14 +661,14 @@ class CrashWorld:
     def _check_idempotent_recovery(self, *, interrupt: bool) -> None:
         """Recover copies of the crash image straight and interrupted; compare."""
         straight = self._copy("i5-straight")
-        counting = CrashFS(straight, seed=self.fs.seed)
+        counting = self.fs_factory(straight, seed=self.fs.seed)
         expected = self._recovered_state(straight, counting)
         steps = counting.count
         if interrupt and steps:
             self.counters.crashes_in_recovery += 1
             twice = self._copy("i5-interrupted")
             crash_at = self.rng.randint(1, steps)
-            first = CrashFS(twice, seed=self._next_seed(), crash_at=crash_at)
+            first = self.fs_factory(twice, seed=self._next_seed(), crash_at=crash_at)
             crashed = False
             try:
                 self._recovered_state(twice, first)
@@ -656,7 +701,9 @@ class CrashWorld:
     def _recovered_state(self, path: Path, fs: OsFileSystem) -> dict[str, Any]:
         drop_locks(path)
         try:
-            session = open_session(path, fs=fs, clock=self.clock)
+            session = open_session(
+                path, fs=fs, clock=self.clock, safeguards=self.safeguards
+            )
         except ArtifactLeaseJournalError as error:
             return {"refused": type(error).__name__}
         try:

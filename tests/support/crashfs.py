@@ -329,6 +329,7 @@ class CrashFS(OsFileSystem):
         self._ids: dict[tuple[int, int], int] = {}
         self._fds: dict[int, str] = {}
         self._renames: list[_Rename] = []
+        self.on_close: Callable[[str], None] | None = None
 
     # configuration ----------------------------------------------------------
 
@@ -773,11 +774,17 @@ class CrashFS(OsFileSystem):
         return fd
 
     def close(self, fd: int) -> None:
-        """Close; after a crash, nothing (the layer closed its descriptors)."""
+        """Close; after a crash, nothing (the layer closed its descriptors).
+
+        `on_close(path)`, when set, runs after each close: an interleaving
+        test starts a competing operation there (issue 7).
+        """
         if self.crashed:
             return
-        self._fds.pop(fd, None)
+        path = self._fds.pop(fd, None)
         os.close(fd)
+        if self.on_close is not None and path is not None:
+            self.on_close(self._rel(path))
 
     def read(self, fd: int, size: int) -> bytes:
         """Read (not a step)."""
