@@ -20,7 +20,9 @@ system-deps:
 	@bash .ci/system-deps
 
 test: $(STAMP) system-deps lint
-	$(BIN)/pytest
+	$(BIN)/pytest --cov --cov-report=
+	$(BIN)/coverage report --fail-under=100 --no-skip-covered --include=adapters/journal_file.py,domain/journal_records.py,adapters/lease_projection.py,adapters/recovery.py,adapters/gc.py,domain/cleanup.py
+	@echo "overall branch coverage: $$($(BIN)/coverage report --format=total)%"
 
 # The long tier of the crash-safety tests (issue 6): every enumerated crash
 # case, 3000 x 100 fuzzer examples with a random seed, 1000 SIGKILL cycles.

@@ -350,6 +350,10 @@ class _Applier:
                         outcomes.append(
                             self.apply_one(results.fd, quarantine.fd, candidate)
                         )
+                except _AfterDecision as decided:
+                    outcomes.append(decided.decision)
+                    error = f"{candidate.filename}: {decided.__cause__}"
+                    break
                 except OSError as failure:
                     error = f"{candidate.filename}: {failure}"
                     break
@@ -436,21 +440,32 @@ class _Applier:
                 self.fs.fsync(intent_fd)
                 artifact.delete(deleted_at=self.at())
                 self.session.store.save_aggregates(artifact)
-                _remove_intent_dir(self.fs, quarantine_fd, intent)
-                return _outcome(
+                deleted = _outcome(
                     planned, Status.DELETED, "verified and unlinked", claims
                 )
+                try:
+                    _remove_intent_dir(self.fs, quarantine_fd, intent)
+                except OSError as error:
+                    # The deletion stands and is recorded: report it, then stop
+                    # the run (the next open removes the empty intent).
+                    raise _AfterDecision(deleted) from error
+                return deleted
             put_back = _put_back(self.fs, intent_fd, results_fd, name)
         finally:
             self.fs.close(intent_fd)
-        if put_back:
-            artifact.restore(restored_at=self.at())
-            self.session.store.save_aggregates(artifact)
-            _remove_intent_dir(self.fs, quarantine_fd, intent)
-            reason = "not the planned file: put back"
-        else:
+        if not put_back:
             reason = "not the planned file: left in quarantine"
-        return _outcome(planned, Status.RACE_DETECTED, reason, claims)
+            return _outcome(planned, Status.RACE_DETECTED, reason, claims)
+        artifact.restore(restored_at=self.at())
+        self.session.store.save_aggregates(artifact)
+        restored = _outcome(
+            planned, Status.RACE_DETECTED, "not the planned file: put back", claims
+        )
+        try:
+            _remove_intent_dir(self.fs, quarantine_fd, intent)
+        except OSError as error:
+            raise _AfterDecision(restored) from error  # recorded: report, then stop
+        return restored
 
     def verified(self, dir_fd: int, name: str, snapshot: FileSnapshot) -> bool:
         opened = _open_artifact(self.fs, dir_fd, name)
@@ -467,9 +482,19 @@ class _Applier:
 
     def mark_lost(self, name: str) -> None:
         artifact = self.session.store.get_artifact(name)
-        if artifact is not None and artifact.artifact_state in _STORED:
+        if (
+            artifact is not None and artifact.artifact_state in _STORED
+        ):  # pragma: no branch - apply_one checked it under this lock
             artifact.mark_lost(detected_at=self.at())
             self.session.store.save_aggregates(artifact)
+
+
+class _AfterDecision(Exception):
+    """An I/O error after a candidate's outcome was recorded; carries the outcome."""
+
+    def __init__(self, decision: ArtifactCleanupDecision) -> None:
+        super().__init__(decision.filename)
+        self.decision = decision
 
 
 def _outcome(
@@ -514,7 +539,9 @@ def resolve_quarantine(session: Session, results_fd: int) -> list[str]:
 def _settle(session: Session, quarantine_fd: int, results_fd: int, name: str) -> None:
     """Resolve `name`'s quarantine intent if it has one, from the recorded state."""
     artifact = session.store.get_artifact(name)
-    if artifact is not None and artifact.artifact_state is ArtifactState.QUARANTINED:
+    if (
+        artifact is not None and artifact.artifact_state is ArtifactState.QUARANTINED
+    ):  # pragma: no branch - settled only before a decision, while still quarantined
         intent = str(getattr(artifact, "quarantine_intent", "") or "")
         _resolve_one(session, quarantine_fd, results_fd, artifact, intent)
 

@@ -278,7 +278,7 @@ class JournalFile:
         """
         tmp = self._write_tmp(self._blocks(fd, start, end))
         try:
-            for attempt in itertools.count(1):
+            for attempt in itertools.count(1):  # pragma: no branch - count() never ends
                 aside = self.torn_copy_name(start, attempt)
                 try:
                     self._link(tmp, aside)
