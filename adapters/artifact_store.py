@@ -89,6 +89,7 @@ class LocalArtifactStore:
             TOOL_RESULTS_DIR,
             dir_fd=session.dir_fd,
             what="tool-results directory",
+            create=not session.read_only,
         )
         self._closer = weakref.finalize(self, self._fs.close, self._dir_fd)
 
@@ -245,6 +246,7 @@ class LocalArtifactStore:
         if summary is not None:
             summary = check_summary(summary)
         self._check_open()
+        self._session.check_writable("store an artifact")
         captured_at = self._session.clock.now()
         fd, tmp = self._create_tmp()
         final: str | None = None
@@ -381,6 +383,7 @@ class LocalArtifactStore:
     ) -> ArtifactStream:
         """Create a streaming artifact under its final name, recorded `open`."""
         self._check_open()
+        self._session.check_writable("store an artifact")
         opened_at = self._session.clock.now()
         fd, final = self._create_final()
         try:

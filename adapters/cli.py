@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
-from typing import TYPE_CHECKING, Any
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Final
 
+from spillvault.domain.bounds import MAX_SIZE, shown
 from spillvault.domain.errors import (
     ArtifactAccessError,
     ArtifactIntegrityError,
@@ -22,6 +25,52 @@ if TYPE_CHECKING:
 EXIT_USAGE = 2
 EXIT_REFUSED = 3
 EXIT_FAILED = 4
+
+# ASCII digits only, and few of them: int() also takes "١٢" and "1_000" and
+# refuses more than 4300 digits with a bare ValueError; none of that is a flag.
+_INTEGER: Final = re.compile(r"[0-9]{1,19}")
+_DURATION: Final = re.compile(r"([0-9]{1,15}(?:\.[0-9]{1,9})?)([smhd]?)")
+_SECONDS: Final = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+MAX_DURATION_SECONDS: Final = timedelta.max.days * 86400
+
+
+def _integer_flag(low: int, what: str) -> Callable[[str], int]:
+    """Return an argparse type: `what`, a decimal integer from `low` to MAX_SIZE."""
+
+    def parse(text: str) -> int:
+        number = int(text) if _INTEGER.fullmatch(text) else None
+        if number is None or not low <= number <= MAX_SIZE:
+            msg = f"must be {what} from {low} to {MAX_SIZE}, not {shown(text)}"
+            raise argparse.ArgumentTypeError(msg)
+        return number
+
+    return parse
+
+
+def byte_range(text: str) -> tuple[int, int]:
+    """Parse `--bytes START:END` (0-based, END exclusive, START <= END)."""
+    start, sep, end = text.partition(":")
+    low, high = (int(n) if _INTEGER.fullmatch(n) else None for n in (start, end))
+    if not sep or low is None or high is None or not low <= high <= MAX_SIZE:
+        msg = (
+            f"must be START:END, integers with 0 <= START <= END <= {MAX_SIZE}, "
+            f"not {shown(text)}"
+        )
+        raise argparse.ArgumentTypeError(msg)
+    return low, high
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse `90`, `90s`, `5m`, `24h` or `2d`, up to 999999999 days."""
+    match = _DURATION.fullmatch(text.strip())
+    seconds = None if match is None else float(match[1]) * _SECONDS[match[2]]
+    if seconds is None or seconds > MAX_DURATION_SECONDS:
+        msg = (
+            f"not a duration up to 999999999 days: {shown(text)} "
+            "(use e.g. 90s, 5m, 24h, 2d)"
+        )
+        raise argparse.ArgumentTypeError(msg)
+    return timedelta(seconds=seconds)
 
 
 def _version() -> str:
@@ -70,20 +119,47 @@ def _add_artifact_commands(commands: Any) -> None:
     read = commands.add_parser("read", help="print verified lines or bytes")
     _session_option(read)
     read.add_argument("handle")
-    read.add_argument("--line", type=int, default=1, help="first line, 1-based (1)")
-    read.add_argument("--limit", type=int, default=2000, help="lines (2000)")
-    read.add_argument("--bytes", metavar="A:B", help="a byte range instead of lines")
+    read.add_argument(
+        "--line",
+        type=_integer_flag(1, "a 1-based line number"),
+        default=1,
+        help="first line, 1-based (1)",
+    )
+    read.add_argument(
+        "--limit",
+        type=_integer_flag(0, "a line count"),
+        default=2000,
+        help="lines (2000)",
+    )
+    read.add_argument(
+        "--bytes", metavar="A:B", type=byte_range, help="a byte range instead of lines"
+    )
     read.set_defaults(handler=_handler("read_command"))
 
     grep = commands.add_parser("grep", help="search an artifact (literal by default)")
     _session_option(grep)
     grep.add_argument("handle")
     grep.add_argument("pattern")
-    grep.add_argument("-C", dest="context", type=int, default=0, help="context lines")
-    grep.add_argument("--max", type=int, default=100, help="matches to show (100)")
+    grep.add_argument(
+        "-C",
+        dest="context",
+        type=_integer_flag(0, "a line count"),
+        default=0,
+        help="context lines",
+    )
+    grep.add_argument(
+        "--max",
+        type=_integer_flag(0, "a match count"),
+        default=100,
+        help="matches to show (100)",
+    )
     grep.add_argument("--regex", action="store_true", help="a regular expression")
     grep.add_argument(
-        "--from", dest="start", type=int, default=1, help="first line, 1-based (1)"
+        "--from",
+        dest="start",
+        type=_integer_flag(1, "a 1-based line number"),
+        default=1,
+        help="first line, 1-based (1)",
     )
     grep.set_defaults(handler=_handler("grep_command"))
 
@@ -123,7 +199,10 @@ def _add_lease_commands(commands: Any) -> None:
     _session_option(reconcile)
     reconcile.add_argument("--owner", required=True, help=owner_help)
     reconcile.add_argument(
-        "--min-age", default="5m", help="leave younger prepared leases alone (5m)"
+        "--min-age",
+        type=parse_duration,
+        default="5m",
+        help="leave younger prepared leases alone (5m)",
     )
     reconcile.set_defaults(handler=_lease_handler("reconcile_command"))
 
@@ -153,8 +232,18 @@ def _add_gc_command(commands: Any) -> None:
         "gc", help="plan (and with --apply, do) deleting what nothing protects"
     )
     _session_option(gc)
-    gc.add_argument("--ttl", default="24h", help="orphan TTL: keep younger files (24h)")
-    gc.add_argument("--max", type=int, default=None, help="delete at most N (oldest)")
+    gc.add_argument(
+        "--ttl",
+        type=parse_duration,
+        default="24h",
+        help="orphan TTL: keep younger files (24h)",
+    )
+    gc.add_argument(
+        "--max",
+        type=_integer_flag(0, "a deletion count"),
+        default=None,
+        help="delete at most N (oldest)",
+    )
     gc.add_argument("--apply", action="store_true", help="delete (default: dry run)")
     gc.set_defaults(handler=_run_gc)
 

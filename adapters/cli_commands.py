@@ -8,12 +8,12 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
 
-from spillvault.domain.errors import ArtifactAccessError
+from spillvault.domain.errors import ArtifactAccessError, ArtifactSessionReadOnlyError
 
 from .capping import cap_lines
-from .externalizer import GateOutcome, ToolResultExternalizer
 from .layout import TOOL_RESULTS_DIR
 from .policy_file import load_policy_file
+from .session import open_session
 
 if TYPE_CHECKING:
     import argparse
@@ -21,14 +21,22 @@ if TYPE_CHECKING:
 
     from spillvault.domain.policy import SpillPolicy
 
+    from .externalizer import GateOutcome, ToolResultExternalizer
+    from .session import Session
+
 SESSION_ENV = "SPILLVAULT_SESSION"
 DEFAULT_SESSION = os.path.join(".spillvault", "session")
 _READ_SIZE = 1 << 16
 _MAX_LINE = 2000
 
 
-def session_dir(args: argparse.Namespace, handle: str | None = None) -> str:
-    """Pick the session: --session, then the handle's own session, then the default."""
+def session_dir(
+    args: argparse.Namespace, handle: str | None = None, *, create: bool = False
+) -> str:
+    """Pick the session: --session, then the handle's own session, then the default.
+
+    Only `create` (for `run`) makes the default session's parent directory.
+    """
     if args.session:
         return str(args.session)
     if handle is not None:
@@ -38,18 +46,28 @@ def session_dir(args: argparse.Namespace, handle: str | None = None) -> str:
         msg = f"{handle!r} names no session's artifact; pass --session DIR"
         raise ArtifactAccessError(msg)
     chosen = os.environ.get(SESSION_ENV) or DEFAULT_SESSION
-    parent = os.path.dirname(os.path.abspath(chosen))
-    os.makedirs(parent, mode=0o700, exist_ok=True)
+    if create:
+        parent = os.path.dirname(os.path.abspath(chosen))
+        os.makedirs(parent, mode=0o700, exist_ok=True)
     return chosen
 
 
-def _externalizer(
-    args: argparse.Namespace, handle: str | None = None
-) -> ToolResultExternalizer:
-    policy: SpillPolicy | None = None
-    if getattr(args, "policy", None):
-        policy = load_policy_file(args.policy)
-    return ToolResultExternalizer(session_dir(args, handle), policy=policy)
+def open_existing(args: argparse.Namespace, handle: str | None = None) -> Session:
+    """Open an existing session for a command that writes (never create one)."""
+    return open_session(session_dir(args, handle), mode="open")
+
+
+def open_for_reading(args: argparse.Namespace, handle: str | None = None) -> Session:
+    """Open an existing session to read it; a read-only one opens as a view.
+
+    A writable session is opened as usual (its recovery pass runs and a short
+    journal is caught up); only one we may not write falls back to the view.
+    """
+    path = session_dir(args, handle)
+    try:
+        return open_session(path, mode="open")
+    except ArtifactSessionReadOnlyError:
+        return open_session(path, mode="read")
 
 
 def _emit(args: argparse.Namespace, text: str, data: dict[str, Any]) -> None:
@@ -82,7 +100,11 @@ def run_command(args: argparse.Namespace) -> int:
     if not command:
         msg = "run needs a command after --"
         raise ValueError(msg)
-    with _Closing(_externalizer(args)) as ext:
+    policy: SpillPolicy | None = None
+    if args.policy:
+        policy = load_policy_file(args.policy)
+    with open_session(session_dir(args, create=True), policy=policy) as session:
+        ext = session.externalizer
         limit = ext.policy.limit_for(args.tool)
         threshold = limit.limit * (1 if limit.unit == "bytes" else 4)
         process = subprocess.Popen(  # noqa: S603 - the user's own command, no shell
@@ -120,9 +142,10 @@ def _gate_output(
 
 def read_command(args: argparse.Namespace) -> int:
     """Print verified lines (1-based --line) or bytes of an artifact, capped."""
-    with _Closing(_externalizer(args, args.handle)) as ext:
+    with open_for_reading(args, args.handle) as session:
+        ext = session.externalizer
         if args.bytes:
-            start, end = _byte_range(args.bytes)
+            start, end = args.bytes  # parsed and bounded by the flag's type
             data = ext.read_artifact_bytes(args.handle, start, end)
             budget = ext.policy.limit_for("read_artifact").budget
             shown = data[:budget]
@@ -153,8 +176,8 @@ def read_command(args: argparse.Namespace) -> int:
 
 def grep_command(args: argparse.Namespace) -> int:
     """Print matches with 1-based line numbers; say how to resume when cut."""
-    with _Closing(_externalizer(args, args.handle)) as ext:
-        result = ext.grep_artifact(
+    with open_for_reading(args, args.handle) as session:
+        result = session.externalizer.grep_artifact(
             args.handle,
             args.pattern,
             context=args.context,
@@ -192,7 +215,8 @@ def grep_command(args: argparse.Namespace) -> int:
 
 def ls_command(args: argparse.Namespace) -> int:
     """List the session's artifacts: name, size, digest prefix, state, summary."""
-    with _Closing(_externalizer(args)) as ext:
+    with open_for_reading(args) as session:
+        ext = session.externalizer
         rows = []
         for artifact in ext.artifacts():
             content = artifact.stored_content
@@ -219,22 +243,3 @@ def ls_command(args: argparse.Namespace) -> int:
 
 def _or_dash(value: object) -> str:
     return "-" if value is None else str(value)
-
-
-def _byte_range(text: str) -> tuple[int, int]:
-    start, sep, end = text.partition(":")
-    if not sep or not start.isdigit() or not end.isdigit():
-        msg = f"--bytes must be START:END with non-negative integers, not {text!r}"
-        raise ValueError(msg)
-    return int(start), int(end)
-
-
-class _Closing:
-    def __init__(self, ext: ToolResultExternalizer) -> None:
-        self.ext = ext
-
-    def __enter__(self) -> ToolResultExternalizer:
-        return self.ext
-
-    def __exit__(self, *exc: object) -> None:
-        self.ext.close()

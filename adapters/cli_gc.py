@@ -9,12 +9,11 @@ from typing import TYPE_CHECKING, TextIO
 from spillvault.domain.values import ArtifactCleanupPolicy
 
 from . import gc
-from .cli_commands import session_dir
-from .cli_leases import parse_duration
-from .session import open_session
+from .cli_commands import open_existing
 
 if TYPE_CHECKING:
     import argparse
+    from datetime import timedelta
 
     from spillvault.domain.cleanup import ArtifactCleanupDecision
 
@@ -69,13 +68,13 @@ def _table(decisions: tuple[ArtifactCleanupDecision, ...]) -> list[str]:
 
 def gc_command(args: argparse.Namespace) -> int:
     """Plan GC (a dry run unless --apply); print counts and reasons."""
-    ttl = parse_duration(args.ttl)
+    ttl: timedelta = args.ttl  # parsed and bounded by the --ttl flag's type
     policy = ArtifactCleanupPolicy(
         orphan_ttl_seconds=ttl.total_seconds(),
         max_deletions=args.max,
         dry_run=not args.apply,
     )
-    with open_session(session_dir(args)) as session:
+    with open_existing(args) as session:
         plan = gc.plan_cleanup_from_journal(
             session, policy=policy, progress=ProgressLine("planning", sys.stderr)
         )

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from spillvault.domain.enums import ArtifactLeasePhase
 
-from .cli_commands import session_dir
+from .cli_commands import open_existing, open_for_reading, session_dir
+from .fs import exists
 from .session import open_session
 
 if TYPE_CHECKING:
@@ -18,18 +17,6 @@ if TYPE_CHECKING:
 
     from spillvault.domain.ports import ArtifactReferenceOwner
     from spillvault.domain.values import ArtifactReconciliationReport
-
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
-_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(text: str) -> timedelta:
-    """Parse `90`, `90s`, `5m`, `24h` or `2d`."""
-    match = _DURATION.fullmatch(text.strip())
-    if match is None:
-        msg = f"not a duration: {text!r} (use e.g. 90s, 5m, 24h, 2d)"
-        raise ValueError(msg)
-    return timedelta(seconds=float(match[1]) * _SECONDS[match[2]])
 
 
 def open_owner(spec: str) -> ArtifactReferenceOwner:
@@ -79,7 +66,7 @@ def _report_lines(reports: list[ArtifactReconciliationReport]) -> list[str]:
 
 def journal_verify_command(args: argparse.Namespace) -> int:
     """Verify the whole journal against the event store (catching up a short one)."""
-    with open_session(session_dir(args)) as session:
+    with open_for_reading(args) as session:
         report = session.journal.verify()
     torn = f"; a torn tail of {report.torn_bytes} bytes" if report.torn_bytes else ""
     _emit(
@@ -92,11 +79,14 @@ def journal_verify_command(args: argparse.Namespace) -> int:
 
 def journal_repair_command(args: argparse.Namespace) -> int:
     """Rebuild the journal from the event store; keep the damaged file aside (J7)."""
-    with open_session(session_dir(args), recover=False) as session:
-        report, kept = session.journal.repair()
+    with open_session(session_dir(args), mode="open", recover=False) as session:
+        report, aside = session.journal.repair()
+        # With no journal to replace, nothing was kept aside under that name.
+        kept = aside if exists(session.fs, aside, dir_fd=session.dir_fd) else None
+    where = "there was no journal to keep aside" if kept is None else f"kept as {kept}"
     _emit(
         args,
-        [f"journal rebuilt: {report.records} records; damaged file kept as {kept}"],
+        [f"journal rebuilt: {report.records} records; {where}"],
         {"kept_aside": kept, **report.to_dict()},
     )
     return 0
@@ -105,9 +95,10 @@ def journal_repair_command(args: argparse.Namespace) -> int:
 def reconcile_command(args: argparse.Namespace) -> int:
     """Reconcile PREPARED leases, then COMMITTED ones, with a memory owner (S5.2)."""
     owner = open_owner(args.owner)
-    with open_session(session_dir(args)) as session:
+    with open_existing(args) as session:
         journal = session.journal
-        reports = journal.reconcile_pending(owner, min_age=parse_duration(args.min_age))
+        # --min-age is parsed and bounded by its flag's type
+        reports = journal.reconcile_pending(owner, min_age=args.min_age)
         reports += journal.reconcile_releases(owner)
     _emit(args, _report_lines(reports), [r.to_dict() for r in reports])
     return 0
@@ -119,7 +110,7 @@ def lease_resolve_command(args: argparse.Namespace) -> int:
     decision = (
         ArtifactLeasePhase.ABORTED if args.abort else ArtifactLeasePhase.COMMITTED
     )
-    with open_session(session_dir(args)) as session:
+    with open_existing(args) as session:
         report = session.journal.resolve(
             args.transaction_id, owner, decision=decision, reason=args.reason
         )

@@ -18,7 +18,11 @@ from eventsourcing.persistence import IntegrityError, PersistenceError
 from eventsourcing.utils import Environment
 
 from spillvault.domain.artifact import Artifact
-from spillvault.domain.errors import ArtifactLeaseJournalError, ArtifactStoreConflict
+from spillvault.domain.errors import (
+    ArtifactLeaseJournalError,
+    ArtifactSessionReadOnlyError,
+    ArtifactStoreConflict,
+)
 from spillvault.domain.lease import Lease
 from spillvault.domain.numbering import ARTIFACT_NUMBERS_ID, ArtifactNumbers
 from spillvault.domain.session_view import SESSION_VIEW_ID, SessionView
@@ -67,6 +71,7 @@ class SessionStore(Application[UUID]):
     ) -> None:
         self._factory = factory
         self._shared_recorder = recorder
+        self._refusal: str | None = None
         try:
             super().__init__(env=env)
         except STORE_ERRORS as error:
@@ -88,6 +93,10 @@ class SessionStore(Application[UUID]):
         if self._shared_recorder is not None:
             return self._shared_recorder
         return super().construct_recorder()
+
+    def refuse_writes(self, reason: str) -> None:
+        """Make every later save raise `ArtifactSessionReadOnlyError(reason)`."""
+        self._refusal = reason
 
     # identity ---------------------------------------------------------------
 
@@ -203,6 +212,8 @@ class SessionStore(Application[UUID]):
 
     def save_aggregates(self, *aggregates: BaseAggregate[UUID]) -> None:
         """Save atomically; a lost race raises `ArtifactStoreConflict`."""
+        if self._refusal is not None:
+            raise ArtifactSessionReadOnlyError(self._refusal)
         try:
             self.save(*aggregates)
         except IntegrityError as error:

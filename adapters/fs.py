@@ -112,21 +112,33 @@ def check_private(fs: FileSystem, fd: int, what: str, *, directory: bool) -> Non
 
 
 def open_private_dir(
-    fs: FileSystem, name: str, *, dir_fd: int | None, what: str | None = None
+    fs: FileSystem,
+    name: str,
+    *,
+    dir_fd: int | None,
+    what: str | None = None,
+    create: bool = True,
 ) -> int:
-    """Create (0700, whatever the umask) or open a private directory, never a link."""
+    """Create (0700, whatever the umask) or open a private directory, never a link.
+
+    `create=False` only opens: a missing directory raises `ArtifactAccessError`.
+    """
     label = what or name
     created = False
-    try:
-        fs.mkdir(name, PRIVATE_DIR_MODE, dir_fd=dir_fd)
-        created = True
-    except FileExistsError:
-        pass
+    if create:
+        try:
+            fs.mkdir(name, PRIVATE_DIR_MODE, dir_fd=dir_fd)
+            created = True
+        except FileExistsError:
+            pass
     try:
         fd = fs.open(name, DIR_FLAGS, dir_fd=dir_fd)
     except OSError as error:
         if error.errno in {errno.ELOOP, errno.ENOTDIR}:
             msg = f"{label} is a symlink or not a directory"
+            raise ArtifactAccessError(msg) from error
+        if error.errno == errno.ENOENT and not create:
+            msg = f"{label} is missing"
             raise ArtifactAccessError(msg) from error
         raise
     try:

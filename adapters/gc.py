@@ -108,6 +108,7 @@ def plan_cleanup_from_journal(
     progress: Progress | None = None,
 ) -> ArtifactCleanupPlan:
     """Phase one (S6.1): verify the journal whole, then decide every entry."""
+    session.check_writable("plan GC")  # planning records adopted files
     projection = session_projection(session)
     projection.verify_whole()
     at = now or session.clock.now()
@@ -123,6 +124,7 @@ def plan_cleanup_from_claims(
     now: datetime | None = None,
 ) -> ArtifactCleanupPlan:
     """Plan from raw claims (the seed's way); refused once a lease exists (S6.4)."""
+    session.check_writable("plan GC")
     _refuse_raw_claims(session)
     at = now or session.clock.now()
     checked = [(claim, claim.is_active(at)) for claim in claims]
@@ -287,6 +289,7 @@ def apply_cleanup_from_journal(
     progress: Progress | None = None,
 ) -> ArtifactCleanupReport:
     """Phase two (S6.2): delete the candidates still exactly as planned."""
+    session.check_writable("apply GC")
     plan.check_session(session.session_id)
     projection = session_projection(session)
 
@@ -304,6 +307,7 @@ def apply_cleanup_with_claims(
     now: datetime | None = None,
 ) -> ArtifactCleanupReport:
     """Apply with raw claims (the seed's way); refused once a lease exists (S6.4)."""
+    session.check_writable("apply GC")
     plan.check_session(session.session_id)
     _refuse_raw_claims(session)
     for claim in claims:

@@ -206,6 +206,11 @@ class LeaseProjection:
         if extra is not None:
             msg = f"journal line {extra.sequence} has no event in the store"
             raise ArtifactLeaseJournalError(msg)
+        if missing and self._session.read_only:
+            # Nothing may be appended: the checkpoint stays put, and the next
+            # sync folds again from the saved view instead of trusting this one.
+            self._stale = True
+            return
         end = complete_end
         if missing:
             end = self._file.append(missing, expect_end=complete_end)
@@ -328,6 +333,7 @@ class LeaseProjection:
 
     def rebuild(self, *, suffix: str) -> JournalReport:
         """Rebuild the journal from the store; the old file is kept aside (J7)."""
+        self._session.check_writable("repair the journal")
         with self._session.lock:
             records = list(self._all_records())
             end = self._file.replace_with(records, keep_aside_suffix=suffix)
@@ -432,6 +438,8 @@ class LeaseProjection:
     # ------------------------------------------------------------------ save
 
     def _save_locked(self) -> None:
+        if self._session.read_only:
+            return  # the view is a cache: a read-only session folds it again
         store = self._session.store
         view = self._view
         changed = dict(self._changed)

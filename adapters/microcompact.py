@@ -19,7 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from spillvault.domain.bounds import MAX_SIZE, integer_problem
 from spillvault.domain.enums import ArtifactState
+from spillvault.domain.errors import SpillPolicyError
 
 from .lease_projection import session_projection
 from .messages import (
@@ -379,9 +381,10 @@ def _default_counter(externalizer: ToolResultExternalizer | None) -> SizeCounter
 
 
 def _check_amount(name: str, amount: object) -> None:
-    if isinstance(amount, bool) or not isinstance(amount, int) or amount < 0:
-        msg = f"{name} must be an integer >= 0, not {amount!r}"
-        raise ValueError(msg)
+    # SpillPolicyError: the class of invalid configuration (a ValueError, as before).
+    problem = integer_problem(name, amount, 0, MAX_SIZE)
+    if problem is not None:
+        raise SpillPolicyError(problem)
 
 
 __all__ = [

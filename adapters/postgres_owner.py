@@ -5,7 +5,9 @@ an upsert (`INSERT ... ON CONFLICT DO NOTHING`) creates first: a plain
 `SELECT ... FOR UPDATE` locks nothing when the row is absent. Publish and remove
 take the same row lock, so they wait for a fence held by any connection. The
 seal is a CAS on the row version (generation). Every call opens its own
-connection. psycopg (the `postgres` extra) is imported on first use.
+connection, which asks for `synchronous_commit=on`: an acknowledged publish,
+removal or seal is on disk whatever the server's tuning. psycopg (the
+`postgres` extra) is imported on first use.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .owner_common import (
     SQLRecordSlot,
     wrapped_errors,
 )
+from .postgres_store import synchronous_options
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -128,10 +131,15 @@ class PostgresOwner(FencedOwner):
 
     def _connect(self) -> psycopg.Connection[Any]:
         import psycopg  # noqa: PLC0415 - optional extra
+        from psycopg.conninfo import conninfo_to_dict  # noqa: PLC0415 - optional extra
 
         with wrapped_errors(psycopg.Error, f"{_WHAT} connect"):
+            # The DSN's own options are kept: psycopg's keyword replaces them.
+            given = conninfo_to_dict(self._dsn).get("options")
             connection = psycopg.connect(
-                self._dsn, connect_timeout=CONNECT_TIMEOUT_SECONDS
+                self._dsn,
+                connect_timeout=CONNECT_TIMEOUT_SECONDS,
+                options=synchronous_options(None if given is None else str(given)),
             )
             try:
                 # Row locks give the exclusion; stricter levels would only add

@@ -1,7 +1,15 @@
-"""The server-backed event store: PostgreSQL, one schema per session (S4.4)."""
+"""The server-backed event store: PostgreSQL, one schema per session (S4.4).
+
+Every connection spillvault opens (here and in the PostgreSQL owner) asks for
+`synchronous_commit=on` when it connects: a server, database or role tuned
+with `off` acknowledges a commit before its WAL is written, and a server crash
+then loses an event the journal already holds.
+"""
 
 from __future__ import annotations
 
+import os
+import re
 from typing import TYPE_CHECKING, Any
 
 from spillvault.domain.errors import ArtifactLeaseJournalError
@@ -11,9 +19,27 @@ from .eventstore import SessionStore
 if TYPE_CHECKING:
     from uuid import UUID
 
+    from eventsourcing.persistence import InfrastructureFactory
+    from eventsourcing.utils import Environment
+
 DSN_SCHEMES = ("postgresql://", "postgres://")
 SCHEMA_PREFIX = "spillvault_"
+SYNCHRONOUS_COMMIT = "-c synchronous_commit=on"
 _SUPPORTED_DSN_KEYS = frozenset({"host", "port", "user", "password", "dbname"})
+
+
+_DURABLE_LEVELS = frozenset({"local", "remote_write", "on", "remote_apply"})
+_SYNCHRONOUS_SETTING = re.compile(r"(?:-c\s*|--)synchronous_commit\s*=\s*(\w+)")
+
+
+def synchronous_options(options: str | None = None) -> str:
+    """Return libpq `options` whose commits wait for the local WAL flush."""
+    # Given `options`, libpq ignores PGOPTIONS: keep whichever it would have used.
+    given = options or os.environ.get("PGOPTIONS", "")
+    asked = _SYNCHRONOUS_SETTING.findall(given)
+    if asked and asked[-1].lower() in _DURABLE_LEVELS:
+        return given  # as durable or more (remote_apply waits for a standby too)
+    return f"{given} {SYNCHRONOUS_COMMIT}".strip()  # the last `-c` wins
 
 
 def schema_for(store_id: UUID) -> str:
@@ -102,7 +128,7 @@ class PostgresBackend:
             "POSTGRES_POOL_SIZE": "2",
             "POSTGRES_MAX_OVERFLOW": "4",
         }
-        return SessionStore(env)
+        return SessionStore(env, factory=_synchronous_factory)
 
     def _admin(self, query: Any, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         import psycopg  # noqa: PLC0415 - optional extra
@@ -116,6 +142,7 @@ class PostgresBackend:
                 user=s["POSTGRES_USER"],
                 password=s["POSTGRES_PASSWORD"],
                 connect_timeout=10,
+                options=synchronous_options(),
                 autocommit=True,
             ) as connection:
                 cursor = connection.execute(query, params)
@@ -123,3 +150,19 @@ class PostgresBackend:
         except psycopg.Error as error:
             msg = f"PostgreSQL event store unavailable ({self.describe()}): {error}"
             raise ArtifactLeaseJournalError(msg) from error
+
+
+def _synchronous_factory(env: Environment) -> InfrastructureFactory[Any]:
+    """Build eventsourcing's PostgreSQL factory; its pool connects with `options`."""
+    from eventsourcing.postgres import PostgresFactory  # noqa: PLC0415 - optional extra
+
+    factory = PostgresFactory(env=env)
+    # The pool is built closed: no connection exists yet, and every one it
+    # opens, now or after a reconnect, takes these connection parameters.
+    kwargs = factory.datastore.pool.kwargs
+    if not isinstance(kwargs, dict):  # pragma: no cover - eventsourcing 9.5 passes one
+        factory.close()
+        msg = "cannot ask eventsourcing's PostgreSQL pool for synchronous commits"
+        raise ArtifactLeaseJournalError(msg)
+    kwargs["options"] = synchronous_options(kwargs.get("options"))
+    return factory

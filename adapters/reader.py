@@ -47,6 +47,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from typing import TYPE_CHECKING, Protocol, Self
 
+from spillvault.domain.bounds import number_problem
 from spillvault.domain.constants import CHUNK_SIZE
 from spillvault.domain.enums import ArtifactState
 from spillvault.domain.errors import ArtifactAccessError, ArtifactIntegrityError
@@ -138,9 +139,7 @@ class ArtifactReader:
         *,
         regex_timeout: float = DEFAULT_REGEX_TIMEOUT,
     ) -> None:
-        if not regex_timeout > 0:
-            msg = "regex_timeout must be > 0"
-            raise ValueError(msg)
+        _check_regex_timeout(regex_timeout)
         self._session = session
         self._store = store
         self._fs: FileSystem = session.fs
@@ -213,9 +212,8 @@ class ArtifactReader:
         max_matches = _non_negative(max_matches, "max_matches")
         offset = _non_negative(offset, "offset")
         timeout = self.regex_timeout if regex_timeout is None else regex_timeout
-        if regex and not timeout > 0:
-            msg = "regex_timeout must be > 0"
-            raise ValueError(msg)
+        if regex:
+            _check_regex_timeout(timeout)
         with self._open(artifact, prefetch=True) as chunks:
             search = _Search(chunks, context, max_matches)
             if regex:
@@ -755,3 +753,16 @@ class _Feeder(threading.Thread):
 
 
 __all__ = ["DEFAULT_REGEX_TIMEOUT", "ArtifactReader", "RegexTimeoutError"]
+
+
+MAX_REGEX_TIMEOUT = 3600.0
+"""An hour: a regex search that needs longer is not one a model waits for."""
+
+
+def _check_regex_timeout(timeout: object) -> None:
+    """Refuse a limit that is not a finite number of seconds in (0, an hour]."""
+    problem = number_problem(
+        "regex_timeout", timeout, 0, MAX_REGEX_TIMEOUT, above_low=True
+    )
+    if problem is not None:
+        raise ValueError(problem)

@@ -17,6 +17,7 @@ from contextlib import nullcontext
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Self, TypeVar
 
+from spillvault.domain.bounds import number_problem, shown
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.enums import (
     ArtifactLeasePhase,
@@ -28,6 +29,7 @@ from spillvault.domain.errors import (
     ArtifactLeaseJournalError,
     ArtifactOwnerGenerationChanged,
     ArtifactPublicationRejected,
+    ArtifactRetentionError,
 )
 from spillvault.domain.session_view import aggregate_claims
 from spillvault.domain.timestamps import parse_timestamp
@@ -60,6 +62,15 @@ _ALREADY = {
     ArtifactLeasePhase.ABORTED: Status.ALREADY_ABORTED,
     ArtifactLeasePhase.RELEASED: Status.ALREADY_RELEASED,
 }
+# The phase each transition leaves: a lease no longer there was decided by another.
+_LEAVES = {
+    "committed": ArtifactLeasePhase.PREPARED,
+    "aborted": ArtifactLeasePhase.PREPARED,
+    "released": ArtifactLeasePhase.COMMITTED,
+}
+_COMMITTED_OR_LATER = frozenset(
+    {ArtifactLeasePhase.COMMITTED, ArtifactLeasePhase.RELEASED}
+)
 
 
 class ArtifactRetentionJournal:
@@ -183,12 +194,21 @@ class ArtifactRetentionJournal:
         transaction = self.prepare(
             claim, transaction_id=transaction_id, prepared_at=prepared_at
         )
+        transaction_id = transaction.transaction_id
         try:
             value = publisher()
         except ArtifactPublicationRejected:
-            self.abort(transaction.transaction_id)
+            self._unless_decided(
+                transaction_id,
+                lambda: self.abort(transaction_id),
+                frozenset({ArtifactLeasePhase.ABORTED}),
+            )
             raise
-        self.commit(transaction.transaction_id, committed_at=committed_at)
+        self._unless_decided(
+            transaction_id,
+            lambda: self.commit(transaction_id, committed_at=committed_at),
+            _COMMITTED_OR_LATER,
+        )
         return transaction, value
 
     def remove_reference(
@@ -207,7 +227,27 @@ class ArtifactRetentionJournal:
             )
             raise ArtifactLeaseJournalError(msg)
         remover()
-        return self.release(transaction_id, released_at=released_at)
+        return self._unless_decided(
+            transaction_id,
+            lambda: self.release(transaction_id, released_at=released_at),
+            frozenset({ArtifactLeasePhase.RELEASED}),
+        )
+
+    def _unless_decided(
+        self,
+        transaction_id: str,
+        record: Callable[[], ArtifactLeaseState],
+        outcomes: frozenset[ArtifactLeasePhase],
+    ) -> ArtifactLeaseState:
+        """Record a flow's own event, unless a reconciler recorded it first (S5.4)."""
+        # No lock is held across the publisher or remover: a reconciler can see
+        # the owner's new state and record the same outcome before the flow.
+        try:
+            return record()
+        except _AlreadyDecided as decided:
+            if decided.phase not in outcomes:
+                raise
+        return self.session.store.get_lease(transaction_id).lease_state
 
     # ---------------------------------------------------------------- journal
 
@@ -532,8 +572,14 @@ class ArtifactRetentionJournal:
             try:
                 lease = command(transaction_id, moment)
             except ArtifactLeaseJournalError as error:
+                # A store failure leaves the lease where it was: only one that
+                # has moved on was decided by someone else.
                 found = self.session.store.find_lease(transaction_id)
-                if found is not None and found.phase in _ALREADY:
+                if (
+                    found is not None
+                    and found.phase in _ALREADY
+                    and found.phase is not _LEAVES[phase]
+                ):
                     raise _AlreadyDecided(str(error), found.phase) from error
                 raise
             # A journal failure here is not "already decided": it propagates.
@@ -611,18 +657,23 @@ def _matches(
     )
 
 
+_MAX_MIN_AGE_SECONDS = 10.0**12  # about 31,700 years: within timedelta's range
+
+
 def _as_timedelta(value: timedelta | float) -> timedelta:
     if isinstance(value, timedelta):
-        delta = value
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        delta = timedelta(seconds=value)
-    else:
-        msg = f"min_age must be seconds or a timedelta, not {value!r}"
+        if value < timedelta(0):
+            msg = "min_age must be >= 0"
+            raise ArtifactRetentionError(msg)
+        return value
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        msg = f"min_age must be seconds or a timedelta, not {shown(value)}"
         raise TypeError(msg)
-    if delta < timedelta(0):
-        msg = "min_age must be >= 0"
-        raise ValueError(msg)
-    return delta
+    # timedelta() overflows past 999999999 days and takes NaN for a moment.
+    problem = number_problem("min_age", value, 0, _MAX_MIN_AGE_SECONDS)
+    if problem is not None:
+        raise ArtifactRetentionError(problem)
+    return timedelta(seconds=value)
 
 
 def _report(

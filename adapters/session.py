@@ -4,20 +4,33 @@ Creation, under the session lock: directories, `.lock`, the store with its
 identity event, and `session.json` (the marker) last. Opening demands that
 marker and store agree; anything else that may hide evidence is refused with
 `ArtifactLeaseJournalError`, and a store is never re-created silently.
+
+Only mode "create" (the library's default, and `spillvault run`) makes a
+session. Modes "open" and "read" demand a valid marker first and, without
+one, raise `ArtifactSessionNotFoundError` having created nothing: no
+directory, no `.lock`. Mode "read" is a view that writes nothing at all (no
+lock file, no recovery pass, the store opened read-only), so a backup or a
+read-only mount stays readable; its writes raise `ArtifactSessionReadOnlyError`.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 import socket
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Literal, Self, get_args
 from uuid import UUID, uuid5
 
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
-from spillvault.domain.errors import ArtifactAccessError, ArtifactLeaseJournalError
+from spillvault.domain.errors import (
+    ArtifactAccessError,
+    ArtifactLeaseJournalError,
+    ArtifactSessionNotFoundError,
+    ArtifactSessionReadOnlyError,
+)
 from spillvault.domain.safeguards import Safeguards
 from spillvault.domain.store_identity import STORE_LAYOUT_VERSION, StoreIdentity
 from spillvault.domain.timestamps import format_timestamp
@@ -27,6 +40,7 @@ from .clock import SYSTEM_CLOCK
 from .fs import (
     DIR_FLAGS,
     OS_FILESYSTEM,
+    check_private,
     exists,
     open_private_dir,
     read_private_file,
@@ -62,6 +76,9 @@ logger = logging.getLogger(__name__)
 MARKER_FORMAT = "spillvault-session"
 MARKER_LIMIT = 4096
 _STORE_IDS = UUID("c2a5e0d4-6f1b-4b7e-9a3c-58d1e6f0b2a7")
+SessionMode = Literal["create", "open", "read"]
+"""create: create or open; open: an existing session; read: a read-only view."""
+_READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES})
 
 
 @dataclass
@@ -79,6 +96,7 @@ class Session:
     dir_fd: int
     policy: SpillPolicy | None = None
     safeguards: Safeguards = field(default_factory=Safeguards)
+    read_only: bool = False
     recovery: ArtifactRecoveryReport | None = field(default=None, init=False)
     closed: bool = field(default=False, init=False)
     _externalizer: ToolResultExternalizer | None = field(
@@ -104,10 +122,27 @@ class Session:
     def journal(self) -> ArtifactRetentionJournal:
         """Return the session's retention leases and journal (S4, S5)."""
         if self._journal is None:
-            from .retention_journal import ArtifactRetentionJournal  # noqa: PLC0415
+            if self.read_only:
+                from .read_only import ReadOnlyRetentionJournal  # noqa: PLC0415
 
-            self._journal = ArtifactRetentionJournal(self.path, session=self)
+                self._journal = ReadOnlyRetentionJournal(self.path, session=self)
+            else:
+                from .retention_journal import (  # noqa: PLC0415 - cycle
+                    ArtifactRetentionJournal,
+                )
+
+                self._journal = ArtifactRetentionJournal(self.path, session=self)
         return self._journal
+
+    def read_only_error(self, action: str) -> ArtifactSessionReadOnlyError:
+        """Return the error refusing `action` on this read-only view."""
+        msg = f"session {self.path} is opened read-only: cannot {action}"
+        return ArtifactSessionReadOnlyError(msg)
+
+    def check_writable(self, action: str) -> None:
+        """Refuse `action` before it starts when this is a read-only view."""
+        if self.read_only:
+            raise self.read_only_error(action)
 
     def lease_projection(
         self, create: Callable[[], LeaseProjection]
@@ -158,13 +193,18 @@ def open_session(  # noqa: PLR0913 - keyword-only injection points
     clock: Clock | None = None,
     recover: bool = True,
     safeguards: Safeguards | None = None,
+    mode: SessionMode = "create",
 ) -> Session:
     """Create or open the session at `session_dir` (see the module docstring).
 
-    `recover=False` skips the recovery pass (S2.6), for inspection that must
-    not change anything. `safeguards` is for planted-bug tests only (see
-    `domain.safeguards`); every caller else leaves it out.
+    `mode="open"` and `mode="read"` never create one; "read" writes nothing
+    and skips the recovery pass. `recover=False` skips that pass too, for
+    inspection that must not change anything. `safeguards` is for planted-bug
+    tests only (see `domain.safeguards`); every caller else leaves it out.
     """
+    if mode not in get_args(SessionMode):
+        msg = f"mode must be 'create', 'open' or 'read', not {mode!r}"
+        raise ValueError(msg)
     fs = fs or OS_FILESYSTEM
     clock = clock or SYSTEM_CLOCK
     _check_event_store_argument(event_store)
@@ -173,24 +213,23 @@ def open_session(  # noqa: PLR0913 - keyword-only injection points
     try:
         session_id = check_session_id(name)
     except ValueError as error:
+        if mode != "create":
+            raise _not_found(path, str(error)) from None
         raise ArtifactAccessError(str(error)) from None
-    parent_fd = fs.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    if mode == "create":
+        dir_fd = _create_or_open_dir(fs, parent, name)
+    else:
+        dir_fd = _open_existing_dir(fs, parent, name, path)
     try:
-        dir_fd = open_private_dir(fs, name, dir_fd=parent_fd, what="session directory")
-    finally:
-        fs.close(parent_fd)
-    try:
-        lock = session_lock_for(fs, dir_fd)
-        with lock:
-            opener = _Opener(
-                fs,
-                clock,
-                dir_fd=dir_fd,
-                path=path,
-                session_id=session_id,
-                event_store=event_store,
-            )
-            store, store_id, kind = opener.open_or_create()
+        opener = _Opener(
+            fs,
+            clock,
+            dir_fd=dir_fd,
+            path=path,
+            session_id=session_id,
+            event_store=event_store,
+        )
+        lock, (store, store_id, kind) = _open_locked(opener, mode)
     except BaseException:
         fs.close(dir_fd)
         raise
@@ -206,15 +245,93 @@ def open_session(  # noqa: PLR0913 - keyword-only injection points
         dir_fd=dir_fd,
         policy=policy,
         safeguards=safeguards or Safeguards(),
+        read_only=mode == "read",
     )
     try:
-        if recover:
+        if recover and mode != "read":
             session.recovery = recover_artifacts(session)
             session.journal.sync()
     except BaseException:
         session.close()
         raise
     return session
+
+
+def _open_locked(
+    opener: _Opener, mode: SessionMode
+) -> tuple[SessionLock, tuple[SessionStore, str, str]]:
+    """Take the lock `mode` calls for and open (or create) the store under it."""
+    if mode != "create":
+        # Validated before the lock: taking it may create `.lock`.
+        opener.require_marker()
+    if mode == "read":
+        lock = SessionLock(opener.fs, opener.dir_fd, on_disk=False)
+    else:
+        lock = session_lock_for(opener.fs, opener.dir_fd)
+    _acquire(lock, opener.path)
+    try:
+        if mode == "create":
+            return lock, opener.open_or_create()
+        return lock, opener.open_existing(read_only=mode == "read")
+    finally:
+        lock.release()
+
+
+def _create_or_open_dir(fs: FileSystem, parent: str, name: str) -> int:
+    parent_fd = fs.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return open_private_dir(fs, name, dir_fd=parent_fd, what="session directory")
+    finally:
+        fs.close(parent_fd)
+
+
+def _open_existing_dir(fs: FileSystem, parent: str, name: str, path: str) -> int:
+    """Open a session directory that has a marker; create and change nothing."""
+    try:
+        parent_fd = fs.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        raise _not_found(path, "no such directory") from None
+    try:
+        dir_fd = fs.open(name, DIR_FLAGS, dir_fd=parent_fd)
+    except FileNotFoundError:
+        raise _not_found(path, "no such directory") from None
+    except OSError as error:
+        if error.errno == errno.ENOTDIR:
+            raise _not_found(path, "not a directory") from None
+        if error.errno == errno.ELOOP:
+            msg = "session directory is a symlink or not a directory"
+            raise ArtifactAccessError(msg) from error
+        raise
+    finally:
+        fs.close(parent_fd)
+    try:
+        # The marker first: a directory that is no session (a home directory,
+        # say) is reported as such, whatever its permissions.
+        if not exists(fs, MARKER_NAME, dir_fd=dir_fd):
+            raise _not_found(path, f"no {MARKER_NAME}")
+        check_private(fs, dir_fd, "session directory", directory=True)
+    except BaseException:
+        fs.close(dir_fd)
+        raise
+    return dir_fd
+
+
+def _not_found(path: str, why: str) -> ArtifactSessionNotFoundError:
+    return ArtifactSessionNotFoundError(f"no spillvault session at {path} ({why})")
+
+
+def _acquire(lock: SessionLock, path: str) -> None:
+    """Take the session lock; a session we may not write is refused by name."""
+    try:
+        lock.acquire()
+    except OSError as error:
+        if error.errno not in _READ_ONLY_ERRNOS:
+            raise
+        msg = (
+            f"session {path} is read-only ({error.strerror}: cannot write "
+            f"{LOCK_NAME}); open it with mode='read' to read it"
+        )
+        raise ArtifactSessionReadOnlyError(msg) from error
 
 
 def _check_event_store_argument(event_store: str | None) -> None:
@@ -277,11 +394,26 @@ class _Opener:
             return self.open_marked(marker)
         return self.finish_creation()
 
+    def require_marker(self) -> dict[str, Any]:
+        marker = self.read_marker()
+        if marker is None:
+            raise _not_found(self.path, f"no {MARKER_NAME}")
+        return marker
+
+    def open_existing(self, *, read_only: bool) -> tuple[SessionStore, str, str]:
+        marker = self.require_marker()
+        if read_only:
+            return self.open_marked(marker, read_only=True)
+        self.ensure_layout()
+        return self.open_marked(marker)
+
     def ensure_layout(self) -> None:
         for name in (TOOL_RESULTS_DIR, QUARANTINE_DIR):
             self.fs.close(open_private_dir(self.fs, name, dir_fd=self.dir_fd))
 
-    def open_marked(self, marker: dict[str, Any]) -> tuple[SessionStore, str, str]:
+    def open_marked(
+        self, marker: dict[str, Any], *, read_only: bool = False
+    ) -> tuple[SessionStore, str, str]:
         kind = _store_kind(self.event_store)
         if marker["event_store"] != kind:
             msg = (
@@ -294,7 +426,14 @@ class _Opener:
         if not backend.exists():
             msg = f"event store missing: {backend.describe()} (marker names {store_id})"
             raise ArtifactLeaseJournalError(msg)
-        store = backend.open()
+        if read_only and isinstance(backend, SQLiteBackend):
+            store = backend.open_read_only()
+        else:
+            store = backend.open()
+        if read_only:
+            store.refuse_writes(
+                f"session {self.path} is opened read-only: cannot record events"
+            )
         try:
             identity = store.store_identity()
             if identity is None:
@@ -424,4 +563,4 @@ def _marker_problems(marker: object, session_id: str) -> str:  # noqa: PLR0911
     return ""
 
 
-__all__ = ["LOCK_NAME", "MARKER_NAME", "Session", "open_session"]
+__all__ = ["LOCK_NAME", "MARKER_NAME", "Session", "SessionMode", "open_session"]

@@ -25,10 +25,15 @@ _LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class SessionLock:
-    """Re-entrant across one thread; exclusive across threads and processes."""
+    """Re-entrant across one thread; exclusive across threads and processes.
 
-    def __init__(self, fs: FileSystem, dir_fd: int) -> None:
+    `on_disk=False` makes a lock of this process only, for a read-only view:
+    it writes nothing, so reading a read-only copy never needs `.lock`.
+    """
+
+    def __init__(self, fs: FileSystem, dir_fd: int, *, on_disk: bool = True) -> None:
         self._fs = fs
+        self._on_disk = on_disk
         # A private duplicate: the lock outlives the object that first opened it.
         self._dir_fd = os.dup(dir_fd)
         self._finalizer = weakref.finalize(self, os.close, self._dir_fd)
@@ -39,7 +44,7 @@ class SessionLock:
     def acquire(self) -> None:
         """Take the lock; the first acquire opens `.lock` and flocks it."""
         self._mutex.acquire()
-        if self._depth == 0:
+        if self._depth == 0 and self._on_disk:
             try:
                 self._lock_fd = self._open_and_lock()
             except BaseException:

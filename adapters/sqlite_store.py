@@ -33,16 +33,40 @@ class FullSyncConnectionPool(SQLiteConnectionPool):
         return connection
 
 
+def _replace_pool(
+    factory: SQLiteFactory, pool_type: type[SQLiteConnectionPool]
+) -> None:
+    """Give `factory` a pool of `pool_type` in place of the stock one (unopened)."""
+    stock = factory.datastore.pool
+    factory.datastore.pool = pool_type(
+        db_name=stock.db_name, lock_timeout=stock.lock_timeout
+    )
+    stock.close()
+
+
 class FullSyncSQLiteFactory(SQLiteFactory):
     """eventsourcing's SQLite module with durable commits whatever the build default."""
 
     def __init__(self, env: Environment) -> None:
         super().__init__(env)
-        stock = self.datastore.pool
-        self.datastore.pool = FullSyncConnectionPool(
-            db_name=stock.db_name, lock_timeout=stock.lock_timeout
-        )
-        stock.close()
+        _replace_pool(self, FullSyncConnectionPool)
+
+
+class ReadOnlyConnectionPool(SQLiteConnectionPool):
+    """Connections that never write: no switch to WAL, no durability pragma."""
+
+    def __init__(self, *, db_name: str, lock_timeout: int | None) -> None:
+        super().__init__(db_name=db_name, lock_timeout=lock_timeout)
+        # The store was created in WAL mode; asking to switch would be a write.
+        self.is_journal_mode_wal = True
+
+
+class ReadOnlySQLiteFactory(SQLiteFactory):
+    """eventsourcing's SQLite module over read-only connections."""
+
+    def __init__(self, env: Environment) -> None:
+        super().__init__(env)
+        _replace_pool(self, ReadOnlyConnectionPool)
 
 
 class SQLiteBackend:
@@ -82,11 +106,7 @@ class SQLiteBackend:
 
     def open(self) -> SessionStore:
         """Open the existing file (mode=rw: a missing file is never re-created)."""
-        fd = self._fs.open(STORE_NAME, READ_FLAGS, dir_fd=self._dir_fd)
-        try:
-            check_private(self._fs, fd, STORE_NAME, directory=False)
-        finally:
-            self._fs.close(fd)
+        self._check_file()
         uri = f"file:{quote(self._path)}?mode=rw"
         env = {
             "PERSISTENCE_MODULE": "eventsourcing.sqlite",
@@ -103,6 +123,47 @@ class SQLiteBackend:
                 raise
             msg = f"{error} ({cause.strerror})"
             raise ArtifactLeaseJournalError(msg) from cause
+
+    def open_read_only(self) -> SessionStore:
+        """Open the existing file for reading only (a read-only session view).
+
+        A WAL database read with `mode=ro` needs its `-shm` index: SQLite
+        creates it (and an empty `-wal`) where it can, and cannot open the
+        store at all where it cannot and they are absent (a read-only mount
+        after a clean close). `immutable=1` reads without them or any lock,
+        but ignores the WAL, so it is used only where nothing of ours can
+        write (read-only mount or unwritable directory) and no `-wal` holds
+        frames; a snapshot of a live or crashed writer keeps its `-wal` and
+        `-shm`, and `mode=ro` reads the transactions only they hold.
+        """
+        self._check_file()
+        immutable = "&immutable=1" if self._immutable() else ""
+        env = {
+            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+            "SQLITE_DBNAME": f"file:{quote(self._path)}?mode=ro{immutable}",
+            "SQLITE_LOCK_TIMEOUT": str(LOCK_TIMEOUT_SECONDS),
+            "CREATE_TABLE": "no",
+        }
+        return SessionStore(env, factory=ReadOnlySQLiteFactory)
+
+    def _check_file(self) -> None:
+        fd = self._fs.open(STORE_NAME, READ_FLAGS, dir_fd=self._dir_fd)
+        try:
+            check_private(self._fs, fd, STORE_NAME, directory=False)
+        finally:
+            self._fs.close(fd)
+
+    def _immutable(self) -> bool:
+        """Say whether the store can be read as an immutable file (see above)."""
+        try:
+            wal = self._fs.lstat(f"{STORE_NAME}-wal", dir_fd=self._dir_fd)
+        except FileNotFoundError:
+            pass
+        else:
+            if wal.st_size > 0:
+                return False
+        read_only_mount = bool(os.fstatvfs(self._dir_fd).f_flag & os.ST_RDONLY)
+        return read_only_mount or not os.access(self._session_path, os.W_OK)
 
     def _diagnose(self) -> OSError | None:
         """Return why the session directory refuses new files, if it visibly does."""

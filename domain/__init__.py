@@ -24,6 +24,8 @@ from .errors import (
     ArtifactOwnerGenerationChanged,
     ArtifactPublicationRejected,
     ArtifactRetentionError,
+    ArtifactSessionNotFoundError,
+    ArtifactSessionReadOnlyError,
     ArtifactStoreConflict,
     SpillPolicyError,
 )
@@ -87,6 +89,8 @@ __all__ = [
     "ArtifactReferencePresence",
     "ArtifactRetentionClaim",
     "ArtifactRetentionError",
+    "ArtifactSessionNotFoundError",
+    "ArtifactSessionReadOnlyError",
     "ArtifactSource",
     "ArtifactSourceId",
     "ArtifactState",

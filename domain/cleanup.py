@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+from .bounds import MAX_SIZE, integer_problem, shown
 from .enums import ArtifactCleanupStatus, ArtifactState
 from .errors import ArtifactRetentionError
 from .timestamps import format_timestamp, parse_timestamp
@@ -88,13 +89,18 @@ class ArtifactCleanupDecision:
             or "/" in filename
             or "\x00" in filename
         ):
-            msg = f"a plan holds filenames, never paths: {filename!r}"
+            msg = f"a plan holds filenames, never paths: {shown(filename)}"
+            raise ArtifactRetentionError(msg)
+        count = data["reference_count"]
+        problem = integer_problem("reference_count", count, 0, MAX_SIZE)
+        if problem is not None:
+            msg = f"a plan's decision for {filename}: {problem}"
             raise ArtifactRetentionError(msg)
         snapshot = data.get("snapshot")
         return cls(
             filename=filename,
             status=ArtifactCleanupStatus(data["status"]),
-            reference_count=int(data["reference_count"]),
+            reference_count=count,
             reason=str(data["reason"]),
             snapshot=None if snapshot is None else FileSnapshot(**snapshot),
         )
@@ -164,7 +170,7 @@ class ArtifactCleanupPlan:
                     ArtifactCleanupDecision.from_dict(d) for d in data["decisions"]
                 ),
             )
-        except (KeyError, TypeError, ValueError) as error:
+        except (KeyError, TypeError, ValueError, OverflowError) as error:
             if isinstance(error, ArtifactRetentionError):
                 raise
             msg = f"not a cleanup plan: {error}"

@@ -11,6 +11,10 @@ class ArtifactAccessError(ValueError):
     """A handle or path outside the session, a symlink, a NUL byte (S3.2)."""
 
 
+class ArtifactSessionNotFoundError(ArtifactAccessError):
+    """No session where one must exist: no directory or no `session.json` (S4.4)."""
+
+
 class ArtifactIntegrityError(RuntimeError):
     """Digest or size mismatch on read, or a file that changed while hashing."""
 
@@ -25,6 +29,10 @@ class ArtifactLeaseJournalError(RuntimeError):
 
 class ArtifactStoreConflict(ArtifactLeaseJournalError):
     """Another writer changed the same aggregate first; reload and decide again."""
+
+
+class ArtifactSessionReadOnlyError(ArtifactLeaseJournalError):
+    """A write refused: the session is read-only (read-only filesystem or view)."""
 
 
 class ArtifactPublicationRejected(RuntimeError):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
@@ -11,8 +10,10 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Final
 
+from .bounds import MAX_SIZE, integer_problem, number_problem, shown
 from .constants import BASH_MAX_OUTPUT_LENGTH, TOOL_RESULT_THRESHOLD_KB
 from .errors import SpillPolicyError
+from .key_line_match import KeyLineMatcher, compile_key_line_patterns
 
 TokenCounter = Callable[[str], int]
 
@@ -20,7 +21,10 @@ TokenCounter = Callable[[str], int]
 # is optional; unknown keys are errors at any level; [tools] merges over the
 # built-in tools; each limit table needs `limit` and `unit`, `preview_budget`
 # (<= limit) defaults to the limit. Handle and hint lengths are as rendered, in
-# UTF-8 bytes. TOML wants the top-level keys before the tables.
+# UTF-8 bytes. TOML wants the top-level keys before the tables. Key-line
+# patterns are Hyperscan's (PCRE without backreferences, lookarounds, atomic
+# groups or possessive quantifiers), caseless, searched anywhere in a line;
+# `\w`, `\d`, `\s` and `\b` are ASCII in them, except in the built-in ones.
 EXAMPLE_TOML: Final = """\
 head_ratio = 1
 tail_ratio = 4
@@ -112,18 +116,22 @@ _TOP_KEYS: Final = frozenset(
     }
 )
 _LIMIT_KEYS: Final = frozenset({"limit", "unit", "preview_budget"})
+MAX_RATIO: Final = 1_000_000  # head and tail shares stay far from overflow
+MAX_KEY_LINES: Final = 1000  # 4 x this many scanned lines are kept in memory
+MAX_RENDERED_LENGTH: Final = 65536  # a handle or hint, in UTF-8 bytes
 
 
-def _is_int(value: object) -> bool:
-    """Tell a real integer from a bool or a float."""
-    return isinstance(value, int) and not isinstance(value, bool)
+def _integer_check(low: int, high: int) -> Callable[[str, object], list[str]]:
+    """Return a check naming its key unless the value is an integer in [low, high]."""
+
+    def check(key: str, value: object) -> list[str]:
+        problem = integer_problem(key, value, low, high)
+        return [] if problem is None else [problem]
+
+    return check
 
 
-def _positive_int_problem(key: str, value: object) -> list[str]:
-    """Name `key` unless `value` is an integer > 0."""
-    if _is_int(value) and value > 0:  # type: ignore[operator]
-        return []
-    return [f"{key} must be a positive integer, not {value!r}"]
+_positive_int_problem: Final = _integer_check(1, MAX_SIZE)
 
 
 def _tool_limit_problems(key: str, limit: object) -> list[str]:
@@ -133,7 +141,7 @@ def _tool_limit_problems(key: str, limit: object) -> list[str]:
     problems = _positive_int_problem(f"{key}.limit", limit.limit)
     if not (isinstance(limit.unit, str) and limit.unit in _UNITS):
         problems.append(
-            f"{key}.unit must be one of {sorted(_UNITS)}, not {limit.unit!r}"
+            f"{key}.unit must be one of {sorted(_UNITS)}, not {shown(limit.unit)}"
         )
     if limit.preview_budget is not None:
         budget_problems = _positive_int_problem(
@@ -150,64 +158,18 @@ def _tool_limit_problems(key: str, limit: object) -> list[str]:
 
 
 def _ratio_problem(key: str, value: object) -> list[str]:
-    """Name `key` unless `value` is a finite number > 0."""
-    if (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value > 0
-    ):
-        return []
-    return [f"{key} must be a positive finite number, not {value!r}"]
-
-
-def _count_problem(key: str, value: object) -> list[str]:
-    """Name `key` unless `value` is an integer >= 0."""
-    if _is_int(value) and value >= 0:  # type: ignore[operator]
-        return []
-    return [f"{key} must be an integer >= 0, not {value!r}"]
+    """Name `key` unless `value` is a finite number in (0, MAX_RATIO]."""
+    problem = number_problem(key, value, 0, MAX_RATIO, above_low=True)
+    return [] if problem is None else [problem]
 
 
 _SCALAR_CHECKS: Final[Mapping[str, Callable[[str, object], list[str]]]] = {
     "head_ratio": _ratio_problem,
     "tail_ratio": _ratio_problem,
-    "max_key_lines": _count_problem,
-    "max_handle_length": _positive_int_problem,
-    "max_hint_length": _positive_int_problem,
+    "max_key_lines": _integer_check(0, MAX_KEY_LINES),
+    "max_handle_length": _integer_check(1, MAX_RENDERED_LENGTH),
+    "max_hint_length": _integer_check(1, MAX_RENDERED_LENGTH),
 }
-
-
-def _compile_patterns(
-    patterns: tuple[Any, ...], problems: list[str]
-) -> tuple[re.Pattern[str], ...]:
-    """Compile each pattern case-insensitively; record the ones that fail."""
-    compiled = []
-    for index, pattern in enumerate(patterns):
-        if not isinstance(pattern, str):
-            problems.append(f"key_line_patterns[{index}] must be a string")
-            continue
-        try:
-            compiled.append(re.compile(pattern, re.IGNORECASE))
-        except re.error as exc:
-            problems.append(f"key_line_patterns[{index}] does not compile: {exc}")
-    return tuple(compiled)
-
-
-def _combine(compiled: tuple[re.Pattern[str], ...]) -> Callable[[str], bool]:
-    """Return one matcher for all patterns: a single regex when that is safe."""
-    if not compiled:
-        return lambda _line: False
-    # Joining is safe only without groups: a backreference would renumber.
-    if all(p.groups == 0 for p in compiled):
-        try:
-            joined = re.compile(
-                "|".join(f"(?:{p.pattern})" for p in compiled), re.IGNORECASE
-            )
-        except re.error:  # e.g. inline global flags, legal only at the start
-            pass
-        else:
-            return lambda line: joined.search(line) is not None
-    return lambda line: any(p.search(line) for p in compiled)
 
 
 DEFAULT_LIMIT: Final = ToolLimit(TOOL_RESULT_THRESHOLD_KB * 1024, SizeUnit.BYTES)
@@ -228,6 +190,9 @@ DEFAULT_KEY_LINE_PATTERNS: Final = (
     r"\bsegmentation fault\b|\bcore dumped\b",
     r"\babort(?:ed)?\b",
 )
+# Matched with Python's Unicode word boundaries wherever they appear: each reads
+# only ASCII letters, spaces, \w and \b (what key_line_match requires of them).
+_BUILT_IN_PATTERNS: Final = frozenset(DEFAULT_KEY_LINE_PATTERNS)
 # Every built-in pattern needs one of these words (case-insensitively), so a
 # plain literal search on case-folded text can skip lines none of them matches
 # (Python's re is ~60 ns a character with IGNORECASE; this is ~1 ns).
@@ -277,12 +242,7 @@ class SpillPolicy:
     max_handle_length: int = 4096
     token_counter: TokenCounter = default_token_counter
     max_hint_length: int = 512
-    _compiled: tuple[re.Pattern[str], ...] = field(
-        init=False, repr=False, compare=False, hash=False
-    )
-    _matcher: Callable[[str], bool] = field(
-        init=False, repr=False, compare=False, hash=False
-    )
+    _matcher: KeyLineMatcher = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         """Freeze the collections, compile patterns once, validate everything."""
@@ -302,9 +262,10 @@ class SpillPolicy:
         object.__setattr__(self, "exempt_tools", strings)
         patterns = _as_tuple("key_line_patterns", self.key_line_patterns, problems)
         object.__setattr__(self, "key_line_patterns", patterns)
-        compiled = _compile_patterns(patterns, problems)
-        object.__setattr__(self, "_compiled", compiled)
-        object.__setattr__(self, "_matcher", _combine(compiled))
+        matcher = compile_key_line_patterns(
+            patterns, problems, built_in=_BUILT_IN_PATTERNS
+        )
+        object.__setattr__(self, "_matcher", matcher)
         problems += self._value_problems()
         if not problems:
             problems += self._fit_problems()
@@ -316,7 +277,9 @@ class SpillPolicy:
         problems = _tool_limit_problems("default", self.default_limit)
         for name, limit in self.tool_limits.items():
             if not isinstance(name, str) or not name:
-                problems.append(f"tools: tool name {name!r} must be a non-empty string")
+                problems.append(
+                    f"tools: tool name {shown(name)} must be a non-empty string"
+                )
                 continue
             problems += _tool_limit_problems(f"tools.{name}", limit)
         for key, check in _SCALAR_CHECKS.items():
@@ -430,7 +393,9 @@ class SpillPolicy:
         if not isinstance(data, Mapping):
             msg = f"invalid spill policy: expected a mapping, not {type(data).__name__}"
             raise SpillPolicyError(msg)
-        problems += [f"unknown key {key!s}" for key in data if key not in _TOP_KEYS]
+        problems += [
+            f"unknown key {_named(key)}" for key in data if key not in _TOP_KEYS
+        ]
         kwargs: dict[str, Any] = {}
         if "default" in data:
             limit = _parse_limit("default", data["default"], problems)
@@ -472,7 +437,7 @@ def _parse_limit(key: str, raw: object, problems: list[str]) -> ToolLimit | None
         problems.append(f"{key} must be a table with limit and unit")
         return None
     found = len(problems)
-    problems += [f"unknown key {key}.{k!s}" for k in raw if k not in _LIMIT_KEYS]
+    problems += [f"unknown key {key}.{_named(k)}" for k in raw if k not in _LIMIT_KEYS]
     for required in ("limit", "unit"):
         if required not in raw:
             problems.append(f"{key}.{required} is required")
@@ -480,7 +445,9 @@ def _parse_limit(key: str, raw: object, problems: list[str]) -> ToolLimit | None
         problems += _positive_int_problem(f"{key}.limit", raw["limit"])
     unit = raw.get("unit")
     if "unit" in raw and not (isinstance(unit, str) and unit in _UNITS):
-        problems.append(f"{key}.unit must be one of {sorted(_UNITS)}, not {unit!r}")
+        problems.append(
+            f"{key}.unit must be one of {sorted(_UNITS)}, not {shown(unit)}"
+        )
     budget = raw.get("preview_budget")
     if "preview_budget" in raw:
         problems += _positive_int_problem(f"{key}.preview_budget", budget)
@@ -502,7 +469,9 @@ def _parse_tools(raw: object, problems: list[str]) -> dict[str, ToolLimit]:
         return merged
     for name, table in raw.items():
         if not isinstance(name, str) or not name:
-            problems.append(f"tools: tool name {name!r} must be a non-empty string")
+            problems.append(
+                f"tools: tool name {shown(name)} must be a non-empty string"
+            )
             continue
         limit = _parse_limit(f"tools.{name}", table, problems)
         if limit is not None:
@@ -519,15 +488,20 @@ def _parse_lists(data: Mapping[str, Any], problems: list[str]) -> dict[str, Any]
         kwargs["exempt_tools"] = tools
     if "key_line_patterns" in data:
         patterns = _as_tuple("key_line_patterns", data["key_line_patterns"], problems)
-        _compile_patterns(patterns, problems)
+        compile_key_line_patterns(patterns, problems, built_in=_BUILT_IN_PATTERNS)
         kwargs["key_line_patterns"] = patterns
     return kwargs
+
+
+def _named(key: object) -> str:
+    """Return a mapping key as a message names it."""
+    return key if isinstance(key, str) else shown(key)
 
 
 def _as_tuple(key: str, raw: object, problems: list[str]) -> tuple[Any, ...]:
     """Return the items of a list-like value; name `key` when it is not one."""
     if isinstance(raw, str | bytes | Mapping) or not isinstance(raw, Iterable):
-        problems.append(f"{key} must be a list of strings, not {raw!r}")
+        problems.append(f"{key} must be a list of strings, not {shown(raw)}")
         return ()
     return tuple(raw)
 
@@ -535,7 +509,7 @@ def _as_tuple(key: str, raw: object, problems: list[str]) -> tuple[Any, ...]:
 def _string_problems(key: str, items: tuple[Any, ...]) -> list[str]:
     """Name each entry of `key` that is not a string."""
     return [
-        f"{key}[{index}] must be a string, not {item!r}"
+        f"{key}[{index}] must be a string, not {shown(item)}"
         for index, item in enumerate(items)
         if not isinstance(item, str)
     ]

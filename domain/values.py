@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Final
 
+from .bounds import MAX_SIZE, integer_problem, number_problem, shown
 from .constants import DEFAULT_ORPHAN_TTL_SECONDS
 from .enums import (
     ArtifactLeasePhase,
@@ -20,7 +22,9 @@ if TYPE_CHECKING:
     from datetime import datetime
 
 SHA256_HEX = re.compile(r"[0-9a-f]{64}\Z")
-ARTIFACT_NAME = re.compile(r"tool_result_(?P<number>[0-9]{3,})\.txt\Z")
+# At most 20 digits, as the preview's worst case assumes: a longer run of digits
+# names no artifact of ours, and int() refuses more than 4300 of them anyway.
+ARTIFACT_NAME = re.compile(r"tool_result_(?P<number>[0-9]{3,20})\.txt\Z")
 _SOURCE_ID = re.compile(
     r"artifact:(?P<session>[^:/\x00]+):(?P<filename>[^:/\x00]+):(?P<prefix>[0-9a-f]{12})\Z"
 )
@@ -58,7 +62,7 @@ def check_session_id(session_id: str) -> str:
 def check_sha256(value: object, what: str = "content_sha256") -> str:
     """Return `value` if it is 64 lower-case hex digits."""
     if not isinstance(value, str) or not SHA256_HEX.match(value):
-        msg = f"{what} must be 64 lower-case hex digits, not {value!r}"
+        msg = f"{what} must be 64 lower-case hex digits, not {shown(value)}"
         raise ArtifactRetentionError(msg)
     return value
 
@@ -186,10 +190,10 @@ class ArtifactRetentionClaim:
         if not parsed.matches_digest(self.content_sha256):
             msg = "claim belongs to a different artifact: digest prefix mismatch"
             raise ArtifactRetentionError(msg)
-        count = self.reference_count
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            msg = f"reference_count must be an integer >= 1, not {count!r}"
-            raise ArtifactRetentionError(msg)
+        # Bounded: the count is written to the journal and to owners' databases.
+        problem = integer_problem("reference_count", self.reference_count, 1, MAX_SIZE)
+        if problem is not None:
+            raise ArtifactRetentionError(problem)
         if self.retain_until is not None:
             until = parse_timestamp(self.retain_until, "retain_until")
             object.__setattr__(self, "retain_until", until)
@@ -302,10 +306,10 @@ class ArtifactReferenceObservation:
             msg = "observation needs a transaction id"
             raise ArtifactRetentionError(msg)
         if isinstance(self.generation, bool) or not isinstance(self.generation, int):
-            msg = f"generation must be an integer, not {self.generation!r}"
+            msg = f"generation must be an integer, not {shown(self.generation)}"
             raise ArtifactRetentionError(msg)
         if self.generation < 0:
-            msg = f"generation must be >= 0, not {self.generation}"
+            msg = f"generation must be >= 0, not {shown(self.generation)}"
             raise ArtifactRetentionError(msg)
         presence = ArtifactReferencePresence(self.presence)
         object.__setattr__(self, "presence", presence)
@@ -333,6 +337,10 @@ class ArtifactReconciliationReport:
         }
 
 
+MAX_ORPHAN_TTL_SECONDS: Final = timedelta.max.days * 86400
+"""The longest TTL a `timedelta` holds (999999999 days)."""
+
+
 @dataclass(frozen=True)
 class ArtifactCleanupPolicy:
     """How GC treats unprotected artifacts (S6.1); a dry run by default."""
@@ -342,14 +350,19 @@ class ArtifactCleanupPolicy:
     dry_run: bool = True
 
     def __post_init__(self) -> None:
-        """Reject a negative TTL or deletion cap."""
-        ttl = self.orphan_ttl_seconds
-        if isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl < 0:
-            msg = f"orphan_ttl_seconds must be a number >= 0, not {ttl!r}"
-            raise ArtifactRetentionError(msg)
+        """Reject a TTL, cap or flag that is not of its type and range, naming it."""
+        # A NaN TTL compares false with every age: every file would be past it.
+        problem = number_problem(
+            "orphan_ttl_seconds", self.orphan_ttl_seconds, 0, MAX_ORPHAN_TTL_SECONDS
+        )
+        problems = [] if problem is None else [problem]
         cap = self.max_deletions
-        if cap is not None and (
-            isinstance(cap, bool) or not isinstance(cap, int) or cap < 0
-        ):
-            msg = f"max_deletions must be an integer >= 0 or None, not {cap!r}"
-            raise ArtifactRetentionError(msg)
+        if cap is not None and integer_problem("max_deletions", cap, 0, MAX_SIZE):
+            problems.append(
+                f"max_deletions must be None or an integer >= 0 (at most {MAX_SIZE}), "
+                f"not {shown(cap)}"
+            )
+        if not isinstance(self.dry_run, bool):
+            problems.append(f"dry_run must be True or False, not {shown(self.dry_run)}")
+        if problems:
+            raise ArtifactRetentionError("; ".join(problems))

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import sys
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import pytest
@@ -20,3 +22,34 @@ settings.load_profile("default")
 def session_dir(tmp_path: Path) -> Path:
     """A session directory path that does not exist yet."""
     return tmp_path / "session-a"
+
+
+def _uses_fixed_dates(module: ModuleType, seen: set[str]) -> bool:
+    """Say whether `module` reaches `support.dates` through the test code it uses."""
+    if module.__name__ == "support.dates":
+        return True
+    seen.add(module.__name__)
+    for value in vars(module).values():
+        used = value if isinstance(value, ModuleType) else None
+        if used is None:
+            used = sys.modules.get(getattr(value, "__module__", None) or "")
+        if used is None or used.__name__ in seen:
+            continue
+        if used.__name__.startswith(("support.", "test_")) and _uses_fixed_dates(
+            used, seen
+        ):
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `dated` every test whose module uses a fixed date (issue 13)."""
+    verdicts: dict[str, bool] = {}
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is None:
+            continue
+        if module.__name__ not in verdicts:
+            verdicts[module.__name__] = _uses_fixed_dates(module, set())
+        if verdicts[module.__name__]:
+            item.add_marker(pytest.mark.dated)

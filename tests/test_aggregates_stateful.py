@@ -25,7 +25,7 @@ import hashlib
 import shutil
 import tempfile
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -53,6 +53,8 @@ from spillvault.domain.values import (
     artifact_filename,
 )
 from spillvault.specs import load_packaged_spec
+
+from support.dates import fixed
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -184,7 +186,7 @@ def artifact_path(start: Place, goal: Place) -> list[str] | None:
 # Helpers
 # ---------------------------------------------------------------------------
 
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
+T0 = fixed(2026)
 SESSION_NAME = "session-stateful"
 
 

@@ -24,6 +24,7 @@ from spillvault.domain.artifact import Artifact
 from spillvault.domain.constants import CHUNK_SIZE
 from spillvault.domain.errors import ArtifactAccessError, ArtifactLeaseJournalError
 
+from support.dates import fixed
 from support.fakes import FakeClock
 
 if TYPE_CHECKING:
@@ -197,7 +198,7 @@ def test_event_records_flags_source_id_and_a_bounded_summary(
     assert artifact.source_id(session.session_id) == (
         f"artifact:session-a:tool_result_001.txt:{digest[:12]}"
     )
-    assert artifact.created_at == "2026-01-01T00:00:00+00:00"
+    assert artifact.created_at == fixed(2026).isoformat()  # FakeClock's start
 
 
 def test_first_line_after_a_huge_blank_prefix_still_summarises(
@@ -607,7 +608,7 @@ def test_symlinks_fifos_and_loose_files_at_artifact_names_are_refused(
 
     opener = threading.Thread(target=open_all, daemon=True)
     opener.start()
-    opener.join(5)
+    opener.join(120)  # a hang guard: a blocked open never returns
     assert not opener.is_alive(), "opening a FIFO blocked"
     assert [type(e) for e in outcome] == [ArtifactAccessError] * 3
     assert "symlink" in str(outcome[0])

@@ -8,6 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from spillvault.adapters.cli import main as cli_main
+from spillvault.adapters.session import open_session
+
 SCRIPT = str(Path(sys.executable).parent / "spillvault")
 LOG = (
     'for i in $(seq 1 40000); do if [ $i = 25000 ]; then echo "FATAL: quota at $i"; '
@@ -123,8 +128,8 @@ def test_errors_are_one_clear_line_and_a_nonzero_exit(tmp_path: Path) -> None:
     bad_line = cli(
         "read", str(session / "tool-results" / "tool_result_001.txt"), "--line", "0"
     )
-    assert bad_line.returncode == 4
-    assert "1-based" in bad_line.stderr
+    assert bad_line.returncode == 2  # a usage error, named by argparse
+    assert "argument --line: must be a 1-based line number" in bad_line.stderr
     missing = cli("read", str(session / "tool-results" / "tool_result_009.txt"))
     assert missing.returncode != 0
     assert "Traceback" not in missing.stderr
@@ -143,3 +148,55 @@ def test_a_handle_naming_no_session_creates_nothing(tmp_path: Path) -> None:
     assert done.returncode == 3
     assert "pass --session" in done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def flag_cases(session: Path) -> list[tuple[list[str], str]]:
+    handle = str(session / "tool-results" / "tool_result_001.txt")
+    at = ["--session", str(session)]
+    return [
+        (["read", handle, "--line", "0"], "--line"),
+        (["read", handle, "--line", "9" * 5000], "--line"),  # past int()'s limit
+        (["read", handle, "--line", str(2**63)], "--line"),
+        (["read", handle, "--limit", "-1"], "--limit"),
+        (["read", handle, "--bytes", "\u00b2:3"], "--bytes"),  # isdigit(), not int()
+        (["read", handle, "--bytes", "9" * 5000 + ":1"], "--bytes"),
+        (["read", handle, "--bytes", "5:3"], "--bytes"),
+        (["grep", handle, "x", "-C", "-1"], "-C"),
+        (["grep", handle, "x", "--max", "1e3"], "--max"),
+        (["grep", handle, "x", "--from", "0"], "--from"),
+        (["gc", *at, "--ttl", "9" * 400], "--ttl"),  # inf seconds: OverflowError
+        (["gc", *at, "--ttl", "100000000000000d"], "--ttl"),
+        (["gc", *at, "--ttl", "nan"], "--ttl"),
+        (["gc", *at, "--ttl", "\u0663h"], "--ttl"),  # an Arabic-Indic three
+        (["gc", *at, "--max", "-1"], "--max"),
+        (["gc", *at, "--max", "1.5"], "--max"),
+        (["reconcile", *at, "--owner", "sqlite:x", "--min-age", "inf"], "--min-age"),
+    ]
+
+
+def test_a_numeric_flag_out_of_range_is_a_usage_error_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session = tmp_path / "s"
+    for args, flag in flag_cases(session):
+        with pytest.raises(SystemExit) as exited:
+            cli_main(args)
+        assert exited.value.code == 2, args
+        err = capsys.readouterr().err
+        assert f"argument {flag}: " in err, (args, err)
+        assert len(err.splitlines()[-1]) < 300
+    assert not session.exists()
+
+
+def test_a_handle_with_thousands_of_digits_is_an_access_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session = tmp_path / "s"
+    with open_session(session):
+        pass
+    for digits in (5000, 21):
+        handle = str(session / "tool-results" / f"tool_result_{'1' * digits}.txt")
+        for args in (["read", handle], ["grep", handle, "x"]):
+            assert cli_main(args) == 3
+            err = capsys.readouterr().err
+            assert err.startswith("spillvault: ArtifactAccessError: not a canonical")

@@ -9,6 +9,8 @@ import os
 import time
 from typing import TYPE_CHECKING
 
+import pytest
+
 from spillvault.adapters.cli import main as cli_main
 from spillvault.adapters.cli_gc import ProgressLine
 from spillvault.adapters.fs import OsFileSystem
@@ -16,8 +18,6 @@ from spillvault.adapters.session import open_session
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-    import pytest
 
 OLD = time.time() - 3 * 86400
 
@@ -51,6 +51,28 @@ def test_gc_is_a_dry_run_unless_applied(
     assert "      2  deleted" in out
     assert "      1  retained_limit" in out
     assert [path.exists() for path in paths] == [False, False, True]  # oldest first
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--ttl", "9" * 400),  # inf seconds: timedelta raised OverflowError
+        ("--ttl", "100000000000000d"),
+        ("--ttl", "nan"),
+        ("--ttl", "-1h"),
+        ("--max", "-1"),
+        ("--max", "9" * 5000),
+    ],
+)
+def test_a_flag_beyond_its_range_names_the_flag_and_deletes_nothing(
+    session_dir: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str
+) -> None:
+    paths = spilled_session(session_dir, 2)
+    with pytest.raises(SystemExit) as exited:
+        cli_main(["gc", "--session", str(session_dir), "--apply", flag, value])
+    assert exited.value.code == 2
+    assert f"argument {flag}: " in capsys.readouterr().err
+    assert all(path.exists() for path in paths)
 
 
 def test_gc_json_holds_the_plan_and_the_report(

@@ -21,7 +21,6 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +28,7 @@ import pytest
 
 from support.crash_world import CrashWorld
 from support.crashfs import CHOICES
+from support.dates import fixed
 from support.tiers import LONG, sample
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ WORKLOADS = [
     for length in (1, 2, 3)
     for workload in itertools.product(OPERATIONS, repeat=length)
 ]
-START = datetime(2026, 11, 30, 12, tzinfo=UTC)
+START = fixed(2026, 11, 30, 12)
 FAST_WORKLOADS = 48
 FAST_CASES = 360
 

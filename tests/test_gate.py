@@ -25,6 +25,7 @@ from spillvault.adapters.session import open_session
 from spillvault.domain.errors import SpillPolicyError
 from spillvault.domain.policy import SizeUnit, SpillPolicy
 
+from support.child import json_from_child
 from support.faults import FailingFS, mounted_tmpfs
 
 if TYPE_CHECKING:
@@ -572,6 +573,48 @@ def test_key_lines_from_the_middle_point_at_their_real_line(
         assert page == line
     # The key lines were omitted from head and tail, not shown twice.
     assert replacement.count(lines[2344]) == 1
+
+
+# Run in a child: a regression to a backtracking engine would hang, not fail.
+GATE_IN_CHILD = """
+    import json, sys
+    from spillvault.adapters.externalizer import ToolResultExternalizer
+    from spillvault.domain.policy import SpillPolicy
+    session, patterns, text = json.load(sys.stdin)
+    policy = SpillPolicy.from_mapping({"key_line_patterns": patterns})
+    ext = ToolResultExternalizer(session, policy=policy)
+    outcome = ext.process(text, "bash")
+    ext.close()
+    print(json.dumps([outcome.reason, outcome.content]))
+"""
+FILLER = "".join(f"step {n} fine\n" for n in range(1, 3001))  # lines 1-3000
+
+
+def test_a_catastrophic_key_line_pattern_cannot_hang_the_gate(
+    session_dir: Path,
+) -> None:
+    # The review's case: exponential for a backtracking engine; S1.2: the gate returns.
+    text = FILLER + "a" * 35 + "!\n" + "aaaa\n" + FILLER
+    reason, content = json_from_child(
+        GATE_IN_CHILD, [str(session_dir), [r"^(a+)+$"], text]
+    )
+    assert reason == "spilled"
+    assert re.findall(r"^line (\d+): (.*)$", content, re.MULTILINE) == [
+        ("3002", "aaaa")
+    ]
+
+
+def test_many_patterns_judge_a_hostile_100k_line_in_bounded_work(
+    session_dir: Path,
+) -> None:
+    backtrackers = [r"^(a+)+$", r"(a|aa)+b", r"(a|a?)+c", r"(.*a){12}z", r"(a*)*d"]
+    patterns = backtrackers + [f"(w{n}|w{n}w{n})+q" for n in range(59)]
+    hostile = ("a" * 39 + "!") * 2500  # 100k characters; the first 500 are judged
+    text = FILLER + hostile + "\naab\n" + FILLER
+    reason, content = json_from_child(GATE_IN_CHILD, [str(session_dir), patterns, text])
+    assert reason == "spilled"
+    shown = re.findall(r"^line (\d+): (.*)$", content, re.MULTILINE)
+    assert shown == [("3002", "aab")]
 
 
 # S2.4: streams through the gate -------------------------------------------------------

@@ -11,6 +11,7 @@ in quarantine.
 from __future__ import annotations
 
 import json
+import math
 import multiprocessing
 import os
 import re
@@ -474,6 +475,52 @@ def test_a_plan_round_trips_through_json_and_refuses_paths(
     for broken in ({}, {"session_id": "x"}, {**plan.to_dict(), "planned_at": "soon"}):
         with pytest.raises(ArtifactRetentionError):
             ArtifactCleanupPlan.from_dict(broken)
+
+
+HOSTILE_TTLS = [math.nan, math.inf, -math.inf, -1, -1e-9, 10**100, 1e300, True, "3600"]
+HOSTILE_TTLS += [None, pytest.param(10**5000, id="10**5000")]
+
+
+@pytest.mark.parametrize("ttl", HOSTILE_TTLS)
+def test_a_ttl_that_is_no_duration_is_refused_before_anything_is_planned(
+    session: Session, ttl: object
+) -> None:
+    # A NaN TTL compared false with every age: a fresh artifact was deleted.
+    fresh = stored(session, "fresh")
+    with pytest.raises(ArtifactRetentionError, match="orphan_ttl_seconds"):
+        ArtifactCleanupPolicy(orphan_ttl_seconds=ttl, dry_run=False)  # type: ignore[arg-type]
+    plan = plan_gc(session, policy=deleting(), now=session.clock.now())
+    assert statuses(plan) == {name_of(fresh): Status.RETAINED_RECENT}
+    # nor can a plan carry one in (a plan file's JSON may well say NaN)
+    data = plan.to_dict()
+    data["policy"]["orphan_ttl_seconds"] = ttl
+    with pytest.raises(ArtifactRetentionError, match="orphan_ttl_seconds"):
+        ArtifactCleanupPlan.from_dict(data)
+    assert os.path.exists(fresh.path)
+
+
+@pytest.mark.parametrize(
+    "count",
+    [
+        math.inf,
+        math.nan,
+        "9" * 5000,
+        True,
+        -1,
+        2**63,
+        "3",
+        1.0,
+        pytest.param(10**5000, id="10**5000"),
+    ],
+)
+def test_a_plan_with_a_count_that_is_no_count_is_refused(
+    session: Session, count: object
+) -> None:
+    stored(session, "counted")
+    data = plan_gc(session, policy=deleting(), now=session.clock.now()).to_dict()
+    data["decisions"][0]["reference_count"] = count
+    with pytest.raises(ArtifactRetentionError, match="reference_count"):
+        ArtifactCleanupPlan.from_dict(data)
 
 
 @pytest.mark.parametrize("forged", [".", ".."])

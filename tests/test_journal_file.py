@@ -200,7 +200,7 @@ def test_a_fifo_at_the_name_is_refused_without_blocking(
         journal.read_from(0)
     with raises(f"{NAME} is not a regular file"):
         journal.append(build(1), expect_end=0)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 120  # a blocked open would hang forever
 
 
 def test_a_socket_at_the_name_is_refused(journal: JournalFile, tmp_path: Path) -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import string
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spillvault.domain import screen
+from spillvault.domain import key_line_match, screen
 from spillvault.domain.key_lines import (
     KEY_LINE_SCAN_CHARS,
     KeyLine,
@@ -177,3 +180,61 @@ def test_any_text_scans_as_the_reference_says(text: str, max_key_lines: int) -> 
     scanner = KeyLineScanner(policy)
     scanner.feed(text.encode())
     assert scanner.result() == expected
+
+
+# ------------------------------------------------ the engine behind is_key_line
+
+
+def test_the_pattern_engine_is_available_here() -> None:
+    assert key_line_match.AVAILABLE
+
+
+def test_the_ascii_stand_in_keeps_what_the_built_in_patterns_tell_apart() -> None:
+    every = "".join(map(chr, range(0x110000)))  # lone surrogates too
+    stand_in = key_line_match.ascii_stand_in(every)
+    assert stand_in.isascii()
+    assert len(stand_in) == len(every)
+
+    def where(pattern: str, text: str, flags: int = 0) -> list[int]:
+        return [match.start() for match in re.finditer(pattern, text, flags)]
+
+    # what the built-in patterns read: \w (and so \b), a space, letters in any case
+    assert where(r"\w", stand_in) == where(r"\w", every)
+    assert where(" ", stand_in) == where(" ", every)
+    for letter in string.ascii_lowercase:
+        assert where(letter, stand_in, re.IGNORECASE) == where(
+            letter, every, re.IGNORECASE
+        )
+
+
+# Patterns without \w, \d, \s or \b mean in Hyperscan what they meant in re.
+PLAIN_PATTERNS = (r"^.rror$", r"x[^a]y", "\u00e9t\u00e9", r"^$", r"tail$")
+
+
+def python_key_line_numbers(text: str) -> list[int]:
+    return [
+        number
+        for number, line in enumerate(text.split("\n"), 1)
+        if any(
+            re.search(pattern, line[:KEY_LINE_SCAN_CHARS], re.IGNORECASE)
+            for pattern in PLAIN_PATTERNS
+        )
+    ]
+
+
+def test_custom_patterns_judge_bytes_that_are_not_utf8_by_their_decoded_text() -> None:
+    policy = SpillPolicy(key_line_patterns=PLAIN_PATTERNS, max_key_lines=8)
+    data = b"\xffrror\nx\xffy\nx\xed\xa0\x80y\n\xc3\x89T\xc3\xa9 \xe9t\xe9\n\nat tail"
+    scanner = KeyLineScanner(policy)
+    scanner.feed(data)
+    text = data.decode("utf-8", "replace")
+    assert [n for n, _ in scanner.result()] == python_key_line_numbers(text)
+    assert [n for n, _ in scanner.result()] == [1, 2, 4, 5, 6]
+    assert scanner.result() == scan_key_lines(text, policy)
+
+
+def test_custom_patterns_judge_lone_surrogates_as_re_does() -> None:
+    policy = SpillPolicy(key_line_patterns=PLAIN_PATTERNS, max_key_lines=8)
+    text = "\udc80rror\nx\ud800y\nx\ud800\udc00y\n\u00c9t\u00e9\ud800\nok tail"
+    found = [n for n, _ in scan_key_lines(text, policy)]
+    assert found == python_key_line_numbers(text) == [1, 2, 4, 5]

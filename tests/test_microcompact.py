@@ -37,6 +37,9 @@ from spillvault.adapters.microcompact import (
     prepare_context,
 )
 from spillvault.adapters.session import open_session
+from spillvault.domain.errors import SpillPolicyError
+
+from support.numbers import hostile_numbers, is_int
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -456,6 +459,28 @@ def test_prepare_context_under_the_trigger(ext: ToolResultExternalizer) -> None:
     assert report.microcompact.triggered is False
     assert report.needs_full_compaction is False
     assert report.size_after == report.size_before
+
+
+CONTEXT_AMOUNTS = ("trigger", "clear_at_least", "full_compaction_at", "keep_recent")
+
+
+@given(field=st.sampled_from(CONTEXT_AMOUNTS), value=hostile_numbers)
+def test_every_context_amount_is_checked_by_name(field: str, value: object) -> None:
+    kwargs: dict[str, Any] = {
+        "trigger": 1,
+        "clear_at_least": 1,
+        "full_compaction_at": 1,
+    }
+    kwargs[field] = value
+    if is_int(value) and 0 <= value <= 2**63 - 1:  # type: ignore[operator]
+        assert getattr(ContextPolicy(**kwargs), field) == value
+        return
+    with pytest.raises(SpillPolicyError, match=field):
+        ContextPolicy(**kwargs)
+    if field != "full_compaction_at":
+        amounts = {"keep_recent": 1, "trigger": 1, "clear_at_least": 1, field: value}
+        with pytest.raises(SpillPolicyError, match=field):
+            microcompact([], format="anthropic", **amounts)
 
 
 def test_context_policy_is_validated() -> None:

@@ -190,6 +190,28 @@ class Race:
     violation: str | None
 
 
+HANG_GUARD_SECONDS = 120.0
+
+
+class BlockingWitness:
+    """The session lock's mutex, telling when another thread has to wait for it."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.blocked = threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self.inner.acquire(blocking=False):
+            return True
+        if not blocking:
+            return False
+        self.blocked.set()
+        return bool(self.inner.acquire(True, timeout))
+
+    def release(self) -> None:
+        self.inner.release()
+
+
 def prepare_racing_gc(safeguards: Safeguards) -> Race:
     """Start GC apply on another thread between re-verification and PREPARED."""
     order: list[str] = []
@@ -206,22 +228,32 @@ def prepare_racing_gc(safeguards: Safeguards) -> Race:
             order.append("gc finished")
 
         competitor = threading.Thread(target=apply_gc)
+        lock = world.session.lock
+        witness = BlockingWitness(lock._mutex)
+        lock._mutex = witness  # type: ignore[assignment]
 
         def after_close(path: str) -> None:
-            # The re-verification has just read the orphan: start GC now; give
-            # it time to finish unless a lock holds it, and never wait longer.
+            # The re-verification has just read the orphan: start GC now and
+            # wait until it has finished or has to wait for the session lock
+            # (a state, not a time: the machine's speed cannot change it).
             if path.endswith(orphan) and not competitor.is_alive() and not order:
                 order.append("verified")
                 competitor.start()
-                competitor.join(timeout=1.0)
+                deadline = time.monotonic() + HANG_GUARD_SECONDS
+                while competitor.is_alive() and not witness.blocked.is_set():
+                    assert time.monotonic() < deadline, (
+                        "hang guard: GC neither ran nor waited"
+                    )
+                    competitor.join(timeout=0.001)
 
         world.fs.on_close = after_close
         claim = ArtifactRetentionClaim.from_memory_reference(scene.orphan.for_memory())
         world.session.journal.prepare(claim, transaction_id="tx-race")
         order.append("prepared")
         world.fs.on_close = None
-        competitor.join(timeout=30)
+        competitor.join(timeout=HANG_GUARD_SECONDS)
         assert not competitor.is_alive()
+        lock._mutex = witness.inner
         try:
             world.check()
         except AssertionError as error:

@@ -7,7 +7,7 @@ import json
 import os
 import traceback
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 from uuid import UUID
@@ -22,6 +22,7 @@ from spillvault.domain.values import (
     ArtifactSourceId,
 )
 
+from support.dates import fixed
 from support.pgserver import in_ci
 
 try:
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.postgres
 
-T0 = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+T0 = fixed(2025, 1, 2, 3) + timedelta(minutes=4, seconds=5)
 EVENTS_TABLE = "spillvault_events"
 
 
@@ -165,9 +166,8 @@ def test_lease_round_trip_survives_close_and_reopen(
         assert first.phase_history == ["prepared", "committed", "released"]
         assert first.version == 3
         assert first.phase_times == {
-            "prepared": "2025-01-02T03:04:05+00:00",
-            "committed": "2025-01-02T03:04:06+00:00",
-            "released": "2025-01-02T03:04:07+00:00",
+            phase: (T0 + timedelta(seconds=offset)).isoformat()
+            for offset, phase in enumerate(("prepared", "committed", "released"))
         }
         assert first.claim == transaction(session, "memory-ref-1").claim
         second = session.store.get_lease("memory-ref-2")

@@ -588,8 +588,9 @@ def test_the_scanner_over_any_chunking_equals_a_whole_text_scan(
 @given(text=scanner_texts)
 def test_screening_finds_what_matching_every_line_finds(text: str) -> None:
     screened = SpillPolicy(max_key_lines=3)
-    # the same patterns plus one that never matches: no screen, every line tried
-    plain = replace(screened, key_line_patterns=(*screened.key_line_patterns, "(?!x)x"))
+    # the same patterns, one twice: the same meaning, no screen, every line tried
+    patterns = screened.key_line_patterns
+    plain = replace(screened, key_line_patterns=(*patterns, patterns[0]))
     assert screened.key_line_screen is not None
     assert plain.key_line_screen is None
     assert scan_key_lines(text, screened) == scan_key_lines(text, plain)
@@ -729,7 +730,10 @@ SOURCE0 = source_for("x")
     handle=within_bytes(64),
     hint=within_bytes(100),
     flags=st.tuples(st.booleans(), st.booleans()),
-    counts=st.tuples(*[st.integers(min_value=0, max_value=10**20 - 1)] * 4),
+    # a real span ends below line 10**20 (counts stay below 2**64), so it does here
+    counts=st.tuples(*[st.integers(min_value=0, max_value=10**20 - 1)] * 4).filter(
+        lambda c: c[2] + c[0] - 1 < 10**20
+    ),
 )
 def test_the_worst_case_bounds_every_call_within_the_declared_limits(
     *,

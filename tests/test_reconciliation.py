@@ -21,7 +21,11 @@ from spillvault.adapters.retention_journal import ArtifactRetentionJournal
 from spillvault.adapters.session import Session, open_session
 from spillvault.adapters.sqlite_owner import SQLiteOwner
 from spillvault.domain.enums import ArtifactLeasePhase, ArtifactReconciliationStatus
-from spillvault.domain.errors import ArtifactPublicationRejected
+from spillvault.domain.errors import (
+    ArtifactLeaseJournalError,
+    ArtifactPublicationRejected,
+    ArtifactRetentionError,
+)
 from spillvault.domain.values import ArtifactMemoryReference, ArtifactRetentionClaim
 
 from support import workers
@@ -317,10 +321,119 @@ def test_concurrent_reconciling_processes_record_one_terminal_event(
     for child in children:
         child.join(timeout=120)
         assert child.exitcode == 0
-    statuses = sorted(results.get(timeout=5) for _ in children)
+    statuses = sorted(results.get(timeout=120) for _ in children)
     assert statuses == sorted(["committed"] + ["already_committed"] * 3)
     with open_session(session_dir) as session:
         assert lease_events(session, "tx") == ["Prepared", "Committed"]
+
+
+# a reconciler deciding between the owner's call and the flow's own event (S5.4) ------
+# The race is made deterministic by running the other reconciler, on a session
+# object of its own, from inside the publisher or remover.
+
+
+@pytest.mark.parametrize("kind", OWNERS)
+def test_a_reconciler_releasing_during_a_removal_leaves_the_removal_idempotent(
+    session: Session,
+    session_dir: Path,
+    make_owner: Callable[[str], ArtifactReferenceOwner],
+    kind: str,
+) -> None:
+    owner = make_owner(kind)
+    ref = reference(session)
+    journal = session.journal
+    journal.publish_reference(
+        claim_of(ref), owner.publisher(ref, "tx"), transaction_id="tx"
+    )
+    seen: list[Status] = []
+
+    def remover() -> None:
+        owner.remove("tx")
+        with open_session(session_dir) as other:
+            seen.extend(r.status for r in other.journal.reconcile_releases(owner))
+
+    state = journal.remove_reference("tx", remover)
+    assert seen == [Status.RELEASED]
+    assert state.current_phase is ArtifactLeasePhase.RELEASED
+    assert lease_events(session, "tx") == ["Prepared", "Committed", "Released"]
+    assert journal.current_claims() == ()
+    assert journal.verify().records == 3
+
+
+@pytest.mark.parametrize("kind", OWNERS)
+def test_a_reconciler_committing_during_a_publication_leaves_it_committed_once(
+    session: Session,
+    session_dir: Path,
+    make_owner: Callable[[str], ArtifactReferenceOwner],
+    kind: str,
+) -> None:
+    owner = make_owner(kind)
+    ref = reference(session)
+    seen: list[Status] = []
+
+    def publisher() -> str:
+        owner.publish("tx", ref)
+        with open_session(session_dir) as other:
+            seen.extend(r.status for r in other.journal.reconcile_pending(owner))
+        return "receipt"
+
+    transaction, value = session.journal.publish_reference(
+        claim_of(ref), publisher, transaction_id="tx"
+    )
+    assert (transaction.transaction_id, value) == ("tx", "receipt")
+    assert seen == [Status.COMMITTED]
+    assert lease_events(session, "tx") == ["Prepared", "Committed"]
+    assert session.journal.verify().records == 2
+
+
+@pytest.mark.parametrize("kind", OWNERS)
+def test_a_reconciler_aborting_during_a_rejected_publication_keeps_the_rejection(
+    session: Session,
+    session_dir: Path,
+    make_owner: Callable[[str], ArtifactReferenceOwner],
+    kind: str,
+) -> None:
+    owner = make_owner(kind)
+    ref = reference(session)
+    seen: list[Status] = []
+
+    def publisher() -> None:
+        # The reconciler seals the absence first, so the write bounces (S5.3).
+        with open_session(session_dir) as other:
+            seen.extend(r.status for r in other.journal.reconcile_pending(owner))
+        owner.publish("tx", ref)
+
+    with pytest.raises(ArtifactPublicationRejected):
+        session.journal.publish_reference(claim_of(ref), publisher, transaction_id="tx")
+    assert seen == [Status.ABORTED]
+    assert lease_events(session, "tx") == ["Prepared", "Aborted"]
+    assert session.journal.verify().records == 2
+
+
+def test_a_store_failure_while_releasing_is_not_reported_as_already_decided(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    owner = InMemoryOwner()
+    ref = reference(session)
+    journal = session.journal
+    journal.publish_reference(
+        claim_of(ref), owner.publisher(ref, "tx"), transaction_id="tx"
+    )
+    owner.remove("tx")
+
+    def failing(transaction_id: str, at: object) -> None:
+        msg = "event store failure: connection lost"
+        raise ArtifactLeaseJournalError(msg)
+
+    monkeypatch.setattr(session.store, "release_lease", failing)
+    with pytest.raises(ArtifactLeaseJournalError, match="connection lost"):
+        journal.reconcile_releases(owner)
+    with pytest.raises(ArtifactLeaseJournalError, match="connection lost"):
+        journal.remove_reference("tx", lambda: None)
+    monkeypatch.undo()
+    assert session.store.get_lease("tx").phase is ArtifactLeasePhase.COMMITTED
+    (report,) = journal.reconcile_releases(owner)
+    assert report.status is Status.RELEASED
 
 
 # crashes at each checkpoint, then a fresh process reconciles --------------------------
@@ -464,3 +577,16 @@ def test_cli_reconcile_and_resolve(
     with open_session(session_dir) as session:
         assert session.journal.recover().pending_transaction_ids == ()
         assert session.store.get_lease("conflict").phase is ArtifactLeasePhase.ABORTED
+
+
+@pytest.mark.parametrize(
+    "min_age", [float("nan"), float("inf"), -1, -0.5, 10**30, timedelta(days=-1)]
+)
+def test_a_min_age_that_means_nothing_is_refused_by_name(
+    session_dir: Path, min_age: object
+) -> None:
+    with open_session(session_dir) as session:
+        with pytest.raises(ArtifactRetentionError, match="min_age"):
+            session.journal.reconcile_pending(InMemoryOwner(), min_age=min_age)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="min_age"):
+            session.journal.reconcile_pending(InMemoryOwner(), min_age=True)

@@ -358,7 +358,7 @@ def test_six_processes_preparing_at_once_keep_one_gap_free_chain(
     for child in children:
         child.join(timeout=120)
         assert child.exitcode == 0
-    assert sorted(results.get(timeout=5) for _ in children) == [
+    assert sorted(results.get(timeout=120) for _ in children) == [
         f"p{i}" for i in range(6)
     ]
     bodies = assert_chain_intact(session_dir, session_id)

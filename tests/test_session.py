@@ -279,7 +279,7 @@ def test_two_processes_creating_one_session_get_one_session(session_dir: Path) -
     for worker in workers:
         worker.join(60)
         assert worker.exitcode == 0
-    ids = {results.get(timeout=5), results.get(timeout=5)}
+    ids = {results.get(timeout=120), results.get(timeout=120)}
     assert len(ids) == 1
     with open_session(session_dir) as session:
         assert session.store_id in ids

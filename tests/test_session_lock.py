@@ -24,7 +24,7 @@ def other_process_can_lock(path: Path) -> str:
     worker.start()
     worker.join(30)
     assert worker.exitcode == 0
-    return results.get(timeout=5)
+    return results.get(timeout=120)
 
 
 def test_objects_on_one_session_share_one_lock(tmp_path: Path) -> None:
@@ -61,11 +61,11 @@ def test_lock_excludes_other_threads(tmp_path: Path) -> None:
         with session.lock:
             thread = threading.Thread(target=competitor)
             thread.start()
-            entered.wait(5)
+            entered.wait(120)
             time.sleep(0.1)
             assert order == []
             order.append("holder")
-        thread.join(5)
+        thread.join(120)
         assert order == ["holder", "competitor"]
 
 
@@ -74,7 +74,7 @@ def test_held_is_false_in_a_thread_that_does_not_hold(tmp_path: Path) -> None:
         seen: list[bool] = []
         thread = threading.Thread(target=lambda: seen.append(session.lock.held))
         thread.start()
-        thread.join(5)
+        thread.join(120)
         assert seen == [False]
 
 

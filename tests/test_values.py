@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from spillvault.domain.enums import ArtifactReconciliationStatus
 from spillvault.domain.errors import ArtifactRetentionError
 from spillvault.domain.values import (
+    ArtifactCleanupPolicy,
     ArtifactMemoryReference,
     ArtifactReconciliationReport,
     ArtifactReference,
@@ -23,6 +25,8 @@ from spillvault.domain.values import (
     artifact_number,
     parse_artifact_source_id,
 )
+
+from support.numbers import BEYOND_STR, HUGE, hostile_numbers, is_finite, is_int
 
 session_ids = st.text(
     alphabet=st.characters(blacklist_characters=":/\x00", blacklist_categories=("Cs",)),
@@ -62,6 +66,19 @@ def test_non_canonical_artifact_names_are_not_ours(name: str) -> None:
     assert artifact_number(name) is None
 
 
+@pytest.mark.parametrize("digits", [21, 4301, 5000])
+def test_a_name_with_more_than_20_digits_is_no_artifact_name(digits: int) -> None:
+    # int() refuses more than 4300 digits with a bare ValueError: never reach it
+    name = f"tool_result_{'1' * digits}.txt"
+    assert artifact_number(name) is None
+    with pytest.raises(ArtifactRetentionError, match="names no artifact file"):
+        parse_artifact_source_id(f"artifact:s:{name}:abcdefabcdef")
+    with pytest.raises(ArtifactRetentionError, match="names no artifact file"):
+        ArtifactRetentionClaim(f"artifact:s:{name}:{'a' * 12}", "a" * 64)
+    most = f"tool_result_{'9' * 20}.txt"
+    assert artifact_number(most) == 10**20 - 1
+
+
 @pytest.mark.parametrize(
     ("source_id", "fault"),
     [
@@ -95,7 +112,21 @@ def test_a_claim_whose_digest_prefix_differs_is_refused(a: str, b: str) -> None:
             ArtifactRetentionClaim(source_id, b)
 
 
-@pytest.mark.parametrize("count", [0, -1, 1.5, True, "2"])
+@pytest.mark.parametrize(
+    "count",
+    [
+        0,
+        -1,
+        1.5,
+        True,
+        "2",
+        math.nan,
+        math.inf,
+        2**63,
+        HUGE,
+        pytest.param(BEYOND_STR, id="10**5000"),
+    ],
+)
 def test_reference_counts_must_be_positive_integers(count: object) -> None:
     digest = "a" * 64
     with pytest.raises(ArtifactRetentionError, match="reference_count"):
@@ -184,3 +215,33 @@ def test_reconciliation_reports_carry_exactly_four_fields() -> None:
         "reason": "owner_unknown",
         "observed_generation": 3,
     }
+
+
+# ---------------------------------------------------------------- cleanup policy
+
+MAX_TTL = 999_999_999 * 86400  # what a timedelta holds
+
+
+def test_a_nan_ttl_is_refused() -> None:
+    # NaN compared false with every age, so GC deleted what was just spilled.
+    with pytest.raises(ArtifactRetentionError, match="orphan_ttl_seconds"):
+        ArtifactCleanupPolicy(orphan_ttl_seconds=math.nan)
+
+
+@given(
+    field=st.sampled_from(["orphan_ttl_seconds", "max_deletions", "dry_run"]),
+    value=hostile_numbers,
+)
+def test_every_cleanup_setting_is_checked_by_name(field: str, value: object) -> None:
+    if field == "orphan_ttl_seconds":
+        valid = is_finite(value) and 0 <= value <= MAX_TTL  # type: ignore[operator]
+    elif field == "max_deletions":
+        valid = value is None or (is_int(value) and 0 <= value <= 2**63 - 1)  # type: ignore[operator]
+    else:
+        valid = isinstance(value, bool)
+    if valid:
+        policy = ArtifactCleanupPolicy(**{field: value})  # type: ignore[arg-type]
+        assert getattr(policy, field) == value
+    else:
+        with pytest.raises(ArtifactRetentionError, match=field):
+            ArtifactCleanupPolicy(**{field: value})  # type: ignore[arg-type]

@@ -37,7 +37,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from spillvault.adapters.fs import OsFileSystem
 from spillvault.adapters.memory_owner import InMemoryOwner
 from spillvault.adapters.owner_common import RecordState
 from spillvault.adapters.session import Session, open_session
@@ -61,6 +60,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
+    from spillvault.adapters.fs import OsFileSystem
     from spillvault.adapters.owner_common import OwnerRecord, RecordSlot
     from spillvault.domain.cleanup import ArtifactCleanupPlan, ArtifactCleanupReport
     from spillvault.domain.values import (
@@ -219,7 +219,7 @@ class CrashWorld:
         self.sentinel = base / "outside" / "sentinel.txt"
         self.sentinel.parent.mkdir(mode=0o700)
         self.sentinel.write_bytes(SENTINEL)
-        self.fs = self.fs_factory(self.path, seed=self._next_seed())
+        self.fs = self.fs_factory(self.path, seed=self._next_seed(), clock=self.clock)
         self.session = self._open(self.fs)
         self.acknowledge()
 
@@ -284,7 +284,7 @@ class CrashWorld:
         rebuilt = self.fs.rebuild(choice, dir_entries=dir_entries)
         self.history.append(f"  crash: {self.fs.describe()}; {rebuilt.choices}")
         self._check_idempotent_recovery(interrupt=interrupt_recovery)
-        self.fs = self.fs_factory(self.path, seed=self._next_seed())
+        self.fs = self.fs_factory(self.path, seed=self._next_seed(), clock=self.clock)
         refused = False
         try:
             self.session = self._open(self.fs)
@@ -661,14 +661,16 @@ class CrashWorld:
     def _check_idempotent_recovery(self, *, interrupt: bool) -> None:
         """Recover copies of the crash image straight and interrupted; compare."""
         straight = self._copy("i5-straight")
-        counting = self.fs_factory(straight, seed=self.fs.seed)
+        counting = self.fs_factory(straight, seed=self.fs.seed, clock=self.clock)
         expected = self._recovered_state(straight, counting)
         steps = counting.count
         if interrupt and steps:
             self.counters.crashes_in_recovery += 1
             twice = self._copy("i5-interrupted")
             crash_at = self.rng.randint(1, steps)
-            first = self.fs_factory(twice, seed=self._next_seed(), crash_at=crash_at)
+            first = self.fs_factory(
+                twice, seed=self._next_seed(), crash_at=crash_at, clock=self.clock
+            )
             crashed = False
             try:
                 self._recovered_state(twice, first)
@@ -679,7 +681,7 @@ class CrashWorld:
                 raise self.violation(msg)
             drop_locks(twice)
             first.rebuild()
-            found = self._recovered_state(twice, OsFileSystem())
+            found = self._recovered_state(twice, CrashFS(twice, clock=self.clock))
             if found != expected:
                 msg = (
                     f"I5: recovery interrupted at step {crash_at} of {steps} "

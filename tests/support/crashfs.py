@@ -55,6 +55,12 @@ Rebuild (`rebuild(choice)`)
     callable `(PendingOp, random.Random) -> choice`. The returned
     `RebuildReport` holds every decision; `RebuildReport.choices` replays it.
 
+Time (`clock=`)
+    Given a clock (anything with `now()`), every write, truncate and creating
+    open stamps the file's mtime from it instead of the kernel's time, so a
+    test on a fake clock sees file ages from that one clock (GC's orphan TTL
+    reads mtimes, S6.1) and passes on any real date.
+
 Seeds and replay
     Every random decision comes from `random.Random(seed)`; `describe()` and
     every `SimulatedCrash` name the seed, crash step and faults, and `report()`
@@ -95,12 +101,15 @@ import secrets
 import shutil
 import stat
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
 from spillvault.adapters.fs import OsFileSystem
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
+
+    from spillvault.domain.ports import Clock
 
 CHOICES = ("written", "dropped", "torn", "zero", "garbage")
 SECTOR = 4096
@@ -121,6 +130,7 @@ COUNTED = frozenset(
     }
 )
 """Step kinds (`open` only with O_CREAT or O_TRUNC)."""
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 FAULTABLE = COUNTED - {"mark"}
 
 Choice = Literal["written", "dropped", "torn", "zero", "garbage"]
@@ -314,8 +324,10 @@ class CrashFS(OsFileSystem):
         crash_at: int | None = None,
         sequential: bool = False,
         exclude: Iterable[str] = DEFAULT_EXCLUDE,
+        clock: Clock | None = None,
     ) -> None:
         self.root = os.path.abspath(os.fspath(root))
+        self.clock = clock
         self.seed = secrets.randbelow(2**32) if seed is None else seed
         self.crash_at = crash_at
         self.sequential = sequential
@@ -461,6 +473,12 @@ class CrashFS(OsFileSystem):
             step.outcome = f"injected {errno_module.errorcode[fault.error]}"
             raise OSError(fault.error, os.strerror(fault.error))
         return step, short
+
+    def _stamp(self, fd: int) -> None:
+        """Set the file's mtime from the clock, when there is one."""
+        if self.clock is not None:
+            stamp = (self.clock.now() - _EPOCH) // timedelta(microseconds=1) * 1000
+            os.utime(fd, ns=(stamp, stamp))
 
     def _dead(self) -> None:
         msg = f"simulated crash at step {self.crash_step} (replay: {self.describe()})"
@@ -761,6 +779,7 @@ class CrashFS(OsFileSystem):
             self._outcome(step, error)
             raise
         self._fds[fd] = full
+        self._stamp(fd)
         if tracked:
             st = os.fstat(fd)
             if before is None:
@@ -812,6 +831,7 @@ class CrashFS(OsFileSystem):
         except OSError as error:
             self._outcome(step, error)
             raise
+        self._stamp(fd)
         if node_id is not None:
             node = self._nodes[node_id]
             step.detail = f"{node.path} [{offset}, +{written})"
@@ -859,6 +879,7 @@ class CrashFS(OsFileSystem):
         except OSError as error:
             self._outcome(step, error)
             raise
+        self._stamp(fd)
         if node_id is not None:
             node = self._nodes[node_id]
             step.detail = f"{node.path} to {length}"

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from spillvault.adapters.fs import OsFileSystem
+
+from support.dates import fixed
 
 
 class FakeClock:
     """A clock that moves only when told to."""
 
     def __init__(self, start: datetime | None = None) -> None:
-        self.current = start or datetime(2026, 1, 1, tzinfo=UTC)
+        self.current = start or fixed(2026)
 
     def now(self) -> datetime:
         return self.current

@@ -57,7 +57,10 @@ from spillvault.domain.enums import (
     ArtifactReconciliationStatus,
     ArtifactState,
 )
-from spillvault.domain.errors import ArtifactLeaseJournalError
+from spillvault.domain.errors import (
+    ArtifactLeaseJournalError,
+    ArtifactSessionReadOnlyError,
+)
 from spillvault.domain.values import (
     ArtifactCleanupPolicy,
     ArtifactLeaseTransaction,
@@ -66,6 +69,7 @@ from spillvault.domain.values import (
 )
 
 from .crashfs import CrashFS
+from .dates import fixed
 from .fakes import FakeClock
 from .leases import claim_for
 from support.locks import drop_locks
@@ -160,7 +164,7 @@ def _set_mtime(path: Path, when: datetime) -> None:
 
 def build_fresh(base: Path) -> Template:
     """A created session with nothing in it (spills)."""
-    tpl = Template("fresh", base / "fresh" / SESSION, datetime(2026, 1, 1, tzinfo=UTC))
+    tpl = Template("fresh", base / "fresh" / SESSION, fixed(2026))
     tpl.path.parent.mkdir(parents=True)
     open_session(tpl.path, clock=FakeClock(tpl.now)).close()
     return tpl
@@ -168,9 +172,7 @@ def build_fresh(base: Path) -> Template:
 
 def build_artifact(base: Path) -> Template:
     """One stored artifact, no lease and no journal yet (prepare creates it)."""
-    tpl = Template(
-        "artifact", base / "artifact" / SESSION, datetime(2026, 1, 1, tzinfo=UTC)
-    )
+    tpl = Template("artifact", base / "artifact" / SESSION, fixed(2026))
     tpl.path.parent.mkdir(parents=True)
     with open_session(tpl.path, clock=FakeClock(tpl.now)) as session:
         _record(tpl, "leased", _stored(session, _artifact_text("a")))
@@ -179,9 +181,7 @@ def build_artifact(base: Path) -> Template:
 
 def build_leases(base: Path) -> Template:
     """Artifact A with a COMMITTED lease, artifact B with a PREPARED one."""
-    tpl = Template(
-        "leases", base / "leases" / SESSION, datetime(2026, 1, 1, tzinfo=UTC)
-    )
+    tpl = Template("leases", base / "leases" / SESSION, fixed(2026))
     tpl.path.parent.mkdir(parents=True)
     with open_session(tpl.path, clock=FakeClock(tpl.now)) as session:
         a = _stored(session, _artifact_text("a"))
@@ -231,9 +231,7 @@ def build_recovery(base: Path) -> Template:
     holds but the journal missed (tx-r2 PREPARED), with a torn append after
     the journal's last complete line.
     """
-    tpl = Template(
-        "recovery", base / "recovery" / SESSION, datetime(2026, 1, 1, tzinfo=UTC)
-    )
+    tpl = Template("recovery", base / "recovery" / SESSION, fixed(2026))
     tpl.path.parent.mkdir(parents=True)
     clock = FakeClock(tpl.now)
     with open_session(tpl.path, clock=clock) as session:
@@ -273,7 +271,7 @@ def build_recovery(base: Path) -> Template:
 
 def build_none(base: Path) -> Template:
     """No session yet: only its parent directory (creation, S4.4)."""
-    tpl = Template("none", base / "none" / SESSION, datetime(2026, 1, 1, tzinfo=UTC))
+    tpl = Template("none", base / "none" / SESSION, fixed(2026))
     tpl.path.parent.mkdir(parents=True)
     return tpl
 
@@ -1020,6 +1018,10 @@ def judge_error(op: Operation, case: Case, outcome: Outcome) -> list[str]:
     elif kind is ArtifactLeaseJournalError and op.journal_errors:
         caused = case.fault in outcome.cause_errnos
         why = "" if caused else "not caused by the injected error"
+    elif kind is ArtifactSessionReadOnlyError and op.opens:
+        # Issue 13: a session whose lock may not be written is refused by name.
+        caused = case.fault in {errno.EROFS, errno.EACCES} & set(outcome.cause_errnos)
+        why = "" if caused else "not caused by an injected EROFS or EACCES"
     else:
         why = "- not a SPEC error for this operation and fault"
     if not why:

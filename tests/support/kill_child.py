@@ -15,7 +15,18 @@ A child talks to its parent over a pipe:
   starts and `("ack", op, details, journal)` only after it returned (the
   library fsyncs before returning), where `journal` is `(end, sha256)` of
   the journal's complete lines at that moment;
+- `("stopped", op, step)` when it reached its stop point (see below); it then
+  sleeps until killed;
 - `("error", traceback)` if anything raised; the child then exits with 1.
+
+Where a child dies is chosen by counting, not by a timer, so the same work is
+done on a fast machine and on a loaded one. Its seam (`StoppingFS`) counts the
+mutating file-system steps of each operation (operation 0 is `open_session`,
+the recovery pass; then 1, 2, ... in order). `Orders.stop` = `(op, step)`
+halts the child just before that step of that operation, or, if the
+operation ends first, right after it (between two operations). Without a stop
+point the child runs freely and the parent kills it on a timer (the
+asynchronous cycles: a kill can land inside a system call there).
 
 The child loops until its parent kills it with SIGKILL. The parent reads
 while the child works, so a send never blocks; a message a kill cuts short
@@ -34,8 +45,9 @@ import traceback
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from spillvault.adapters.fs import OsFileSystem
 from spillvault.adapters.lease_projection import session_projection
 from spillvault.adapters.owner_common import RECORD_TABLE
 from spillvault.adapters.session import Session, open_session
@@ -48,8 +60,13 @@ from spillvault.domain.values import (
     ArtifactRetentionClaim,
 )
 
+from support.crashfs import COUNTED
+
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from multiprocessing.connection import Connection
+
+T = TypeVar("T")
 
 MiB = 1 << 20
 GC_TTL_SECONDS = 3600.0
@@ -85,6 +102,57 @@ class Orders:
     """Collect garbage first (the parent waits for it before arming the kill)."""
     check_only: bool = False
     """Recover and report, then exit 0 (no operations)."""
+    stop: tuple[int, int] | None = None
+    """`(op, step)`: where the child halts for its kill; None: run freely."""
+
+
+MUTATING = sorted(COUNTED - {"open", "mark"})  # open counts only when it creates
+
+
+class StoppingFS(OsFileSystem):
+    """The real seam, counting each operation's mutating steps; it halts at `stop`."""
+
+    def __init__(self, conn: Connection, stop: tuple[int, int] | None) -> None:
+        self.conn = conn
+        self.stop = stop
+        self.op = 0
+        self.steps = 0
+        for name in MUTATING:
+            setattr(self, name, self._counted(getattr(OsFileSystem, name)))
+
+    def _counted(self, real: Callable[..., T]) -> Callable[..., T]:
+        def step(*args: Any, **kwargs: Any) -> T:
+            self.step()
+            return real(*args, **kwargs)
+
+        return step
+
+    def open(  # type: ignore[override]
+        self, path: str, flags: int, mode: int = 0o777, *, dir_fd: int | None = None
+    ) -> int:
+        """Open; a step when it may create or truncate."""
+        if flags & (os.O_CREAT | os.O_TRUNC):
+            self.step()
+        return os.open(path, flags, mode, dir_fd=dir_fd)
+
+    def step(self) -> None:
+        """Count one step of the running operation; halt before the chosen one."""
+        self.steps += 1
+        if self.stop == (self.op, self.steps):
+            self.halt()
+
+    def next_operation(self) -> None:
+        """Start the next operation; halt if the chosen one ended short of its step."""
+        if self.stop is not None and self.stop[0] == self.op:
+            self.halt()
+        self.op += 1
+        self.steps = 0
+
+    def halt(self) -> None:
+        """Tell the parent where we are, then wait for its SIGKILL."""
+        self.conn.send(("stopped", self.op, self.steps))
+        while True:
+            time.sleep(3600)
 
 
 def fork_child(orders: Orders) -> tuple[int, Connection]:
@@ -108,12 +176,13 @@ def fork_child(orders: Orders) -> tuple[int, Connection]:
 
 def run(conn: Connection, orders: Orders) -> None:
     """Recover the session, report it, then work until killed (or exit if told)."""
+    fs = StoppingFS(conn, orders.stop)
     conn.send(("opening",))
     started = time.perf_counter()
-    session = open_session(orders.session_dir)
+    session = open_session(orders.session_dir, fs=fs)
     elapsed = time.perf_counter() - started
     recovery = session.recovery.to_dict() if session.recovery is not None else {}
-    conn.send(("recovered", elapsed, recovery))
+    conn.send(("recovered", elapsed, recovery, fs.steps))
     owner = SQLiteOwner(orders.owner_path)
     conn.send(("report", inspect(session, orders)))
     if orders.check_only:
@@ -121,7 +190,7 @@ def run(conn: Connection, orders: Orders) -> None:
         return
     if conn.recv() != "go":  # the parent checks the report while we wait
         return
-    Worker(conn, session, owner, orders).run()
+    Worker(conn, session, owner, orders, fs).run()
 
 
 def inspect(session: Session, orders: Orders) -> dict[str, Any]:
@@ -209,9 +278,15 @@ class Worker:
     """Spills, publishes, removes, reconciles and collects until killed."""
 
     def __init__(
-        self, conn: Connection, session: Session, owner: SQLiteOwner, orders: Orders
+        self,
+        conn: Connection,
+        session: Session,
+        owner: SQLiteOwner,
+        orders: Orders,
+        fs: StoppingFS,
     ) -> None:
         self.conn = conn
+        self.fs = fs
         self.session = session
         self.owner = owner
         self.orders = orders
@@ -225,11 +300,14 @@ class Worker:
 
     def run(self) -> None:
         if self.orders.big is not None:
+            self.fs.next_operation()
             self.big_spill()
         elif self.orders.gc_first:
+            self.fs.next_operation()
             self.gc()
         while True:
             self.count += 1
+            self.fs.next_operation()
             getattr(self, self.choose())()
 
     def choose(self) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import UTC, datetime
 
 from spillvault.domain.values import (
     ArtifactLeaseTransaction,
@@ -11,7 +10,9 @@ from spillvault.domain.values import (
     ArtifactSourceId,
 )
 
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
+from support.dates import fixed
+
+T0 = fixed(2026)
 
 
 def claim_for(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from support.pgserver import (
+    PostgresServer,
     PostgresUnavailable,
     in_ci,
     start_postgres,
@@ -19,14 +20,13 @@ from support.pgserver import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
 
 
-@pytest.fixture(scope="session")
-def postgres_dsn() -> Iterator[str]:
-    """A DSN (superuser `postgres`, trust auth, unix socket) of a fresh server."""
+def server_or_skip(settings: Mapping[str, str] | None = None) -> PostgresServer:
+    """Start a fresh, connectable server; skip without the binaries (fail in CI)."""
     try:
-        server = start_postgres()
+        server = start_postgres(settings=settings)
     except PostgresUnavailable as error:
         if in_ci():
             msg = f"CI must run the PostgreSQL tests: {error}"
@@ -34,6 +34,17 @@ def postgres_dsn() -> Iterator[str]:
         pytest.skip(str(error))
     try:
         wait_for_connection(server.dsn)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """A DSN (superuser `postgres`, trust auth, unix socket) of a fresh server."""
+    server = server_or_skip()
+    try:
         yield server.dsn
     finally:
         server.stop()

@@ -1,8 +1,9 @@
 """A throwaway PostgreSQL server for the test session (S4.4 tests).
 
 The server listens only on a unix socket in a fresh directory under /tmp, with
-`fsync` off (nothing here must survive). The superuser `postgres` connects with
-trust auth; every other role must give its password (md5/SCRAM), so tests can
+`fsync` and `synchronous_commit` off (nothing here must survive), unless
+`start_postgres(settings=...)` says otherwise. The superuser `postgres` connects
+with trust auth; every other role must give its password (md5/SCRAM), so tests can
 exercise authentication failures. PostgreSQL refuses to run as root: as root,
 initdb and pg_ctl run through `runuser` as a dedicated system user.
 """
@@ -17,17 +18,29 @@ import pwd
 import re
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import quote
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
 
 PG_USER = "spillvault-pg"
 SUPERUSER = "postgres"
 DBNAME = "postgres"
 START_TIMEOUT_SECONDS = 30
+STOP_POLLS = 800  # x 0.05 s: how long a crashed server may take to exit
+DEFAULT_SETTINGS = {
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    "max_connections": "100",
+}
 _TMP_PARENT = "/tmp"
 _HBA = (
     "# spillvault test server: unix socket only\n"
@@ -122,6 +135,7 @@ class PostgresServer:
     bin_dir: str
     port: int
     run_as: str | None
+    settings: Mapping[str, str] = field(default_factory=dict)
     stopped: bool = field(default=False, init=False)
 
     @property
@@ -183,6 +197,48 @@ class PostgresServer:
             )
             raise PostgresStartError(msg)
 
+    def start(self, timeout: float = START_TIMEOUT_SECONDS) -> None:
+        """Start the server on its data directory (after a crash: recovery first)."""
+        options = [
+            "-c", "listen_addresses=",
+            "-k", self.socket_dir,
+            "-p", str(self.port),
+        ]  # fmt: skip
+        for name, value in self.settings.items():
+            options += ["-c", f"{name}={value}"]
+        self.run(
+            "pg_ctl",
+            "start",
+            "-D",
+            self.data_dir,
+            "-l",
+            self.log_file,
+            "-o",
+            shlex.join(options),
+            "-w",
+            "-t",
+            str(int(timeout)),
+            timeout=timeout + 10,
+        )
+
+    def crash(self, *, kill: Iterable[int] = ()) -> None:
+        """Stop in immediate mode, as a crash, and SIGKILL `kill`; keep the data."""
+        # A process frozen with SIGSTOP never handles immediate mode's SIGQUIT;
+        # SIGKILL ends it without letting it run (and write) again.
+        self.run(
+            "pg_ctl", "stop", "-D", self.data_dir, "-m", "immediate", "-W", timeout=40
+        )
+        for pid in kill:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        pid_file = os.path.join(self.data_dir, "postmaster.pid")
+        for _ in range(STOP_POLLS):
+            if not os.path.exists(pid_file):
+                return
+            time.sleep(0.05)
+        msg = f"the server did not exit after an immediate stop{self._log_tail()}"
+        raise PostgresStartError(msg)
+
     def stop(self) -> None:
         """Stop the server (immediate mode) and remove its directory; idempotent."""
         if self.stopped:
@@ -217,8 +273,11 @@ def _child_env() -> dict[str, str]:
     return {**keep, "LC_ALL": "C", "LANG": "C"}
 
 
-def start_postgres(timeout: float = START_TIMEOUT_SECONDS) -> PostgresServer:
-    """Initialise and start a fresh server; raise `PostgresUnavailable` without one."""
+def start_postgres(
+    timeout: float = START_TIMEOUT_SECONDS,
+    settings: Mapping[str, str] | None = None,
+) -> PostgresServer:
+    """Start a fresh server with `settings` over the defaults (raise without one)."""
     bin_dir = find_bin_dir()
     owner = ensure_system_user() if os.geteuid() == 0 else None
     parent = _TMP_PARENT if os.path.isdir(_TMP_PARENT) else tempfile.gettempdir()
@@ -228,6 +287,7 @@ def start_postgres(timeout: float = START_TIMEOUT_SECONDS) -> PostgresServer:
         bin_dir=bin_dir,
         port=_free_port(),
         run_as=owner.pw_name if owner else None,
+        settings={**DEFAULT_SETTINGS, **(settings or {})},
     )
     atexit.register(server.stop)
     try:
@@ -249,31 +309,7 @@ def start_postgres(timeout: float = START_TIMEOUT_SECONDS) -> PostgresServer:
             timeout=timeout,
         )
         _write_hba(server, owner)
-        options = shlex.join(
-            [
-                "-c", "listen_addresses=",
-                "-k", server.socket_dir,
-                "-p", str(server.port),
-                "-c", "fsync=off",
-                "-c", "synchronous_commit=off",
-                "-c", "full_page_writes=off",
-                "-c", "max_connections=100",
-            ]
-        )  # fmt: skip
-        server.run(
-            "pg_ctl",
-            "start",
-            "-D",
-            server.data_dir,
-            "-l",
-            server.log_file,
-            "-o",
-            options,
-            "-w",
-            "-t",
-            str(int(timeout)),
-            timeout=timeout + 10,
-        )
+        server.start(timeout)
     except BaseException:
         server.stop()
         raise
