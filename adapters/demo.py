@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from spillvault.domain.errors import ArtifactLeaseJournalError
+from spillvault.domain.machines import ARTIFACT_MACHINE
 from spillvault.domain.policy import SizeUnit
 from spillvault.domain.values import ArtifactCleanupPolicy, ArtifactRetentionClaim
 
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
 FAILURE_LINE = 11_874  # 1-based, deep in the middle of the demo's grep output
 FORMAT = "anthropic"
-_KEPT = frozenset({"sealed", "partial", "orphan"})
+_KEPT = ARTIFACT_MACHINE.tagged("stored")
 
 
 @dataclass

@@ -41,6 +41,7 @@ from spillvault.domain.errors import (
     ArtifactLeaseJournalError,
     ArtifactRetentionError,
 )
+from spillvault.domain.machines import ARTIFACT_MACHINE
 from spillvault.domain.values import artifact_number
 
 from .content_writer import digest_open_file, hash_open_file
@@ -62,7 +63,10 @@ if TYPE_CHECKING:
 Status = ArtifactCleanupStatus
 Progress = Callable[[int, int], None]
 """Called with (entries done, entries in all) as a run goes."""
-_STORED = frozenset({ArtifactState.SEALED, ArtifactState.PARTIAL, ArtifactState.ORPHAN})
+# GC itself moved these files out of tool-results/: not missing.
+_MOVED_BY_GC = frozenset(
+    ARTIFACT_MACHINE.state_after(trigger) for trigger in ("quarantine", "delete")
+)
 _KINDS = (
     (stat.S_ISDIR, EntryKind.DIRECTORY),
     (stat.S_ISLNK, EntryKind.SYMLINK),
@@ -244,7 +248,7 @@ class _Planner:
             if name in present:
                 continue
             state = record.state
-            if state in {ArtifactState.DELETED, ArtifactState.QUARANTINED}:
+            if state in _MOVED_BY_GC:
                 continue
             decisions.append(
                 missing_decision(
@@ -387,7 +391,7 @@ class _Applier:
         if (
             snapshot is None
             or artifact is None
-            or artifact.artifact_state not in _STORED
+            or not ARTIFACT_MACHINE.allows(artifact.state, "quarantine")
         ):
             return _outcome(
                 planned, Status.RACE_DETECTED, "the artifact changed state", claims
@@ -486,8 +490,8 @@ class _Applier:
 
     def mark_lost(self, name: str) -> None:
         artifact = self.session.store.get_artifact(name)
-        if (
-            artifact is not None and artifact.artifact_state in _STORED
+        if artifact is not None and ARTIFACT_MACHINE.allows(
+            artifact.state, "mark_lost"
         ):  # pragma: no branch - apply_one checked it under this lock
             artifact.mark_lost(detected_at=self.at())
             self.session.store.save_aggregates(artifact)

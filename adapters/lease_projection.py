@@ -29,7 +29,8 @@ from spillvault.domain.journal_records import (
     make_record,
     split_journal,
 )
-from spillvault.domain.lease import Lease
+from spillvault.domain.lease import LEASE_PHASE_AFTER, Lease
+from spillvault.domain.machines import LEASE_MACHINE
 from spillvault.domain.session_view import (
     SESSION_VIEW_ID,
     ZERO_HASH,
@@ -62,17 +63,9 @@ _LOOK_BACK = 4096  # bytes read before the checkpoint to find its line
 _LEASE_TOPIC = "spillvault:Lease."
 _ARTIFACT_TOPIC = "spillvault:Artifact."
 _PHASE_OF_TOPIC = {
-    "spillvault:Lease.Prepared": ArtifactLeasePhase.PREPARED,
-    "spillvault:Lease.Committed": ArtifactLeasePhase.COMMITTED,
-    "spillvault:Lease.Released": ArtifactLeasePhase.RELEASED,
-    "spillvault:Lease.Aborted": ArtifactLeasePhase.ABORTED,
+    topic: ArtifactLeasePhase(phase) for topic, phase in LEASE_PHASE_AFTER.items()
 }
-_TIME_FIELD = {
-    ArtifactLeasePhase.PREPARED: "prepared_at",
-    ArtifactLeasePhase.COMMITTED: "committed_at",
-    ArtifactLeasePhase.RELEASED: "released_at",
-    ArtifactLeasePhase.ABORTED: "aborted_at",
-}
+_LIVE = LEASE_MACHINE.live_states
 
 
 @dataclass(frozen=True)
@@ -282,7 +275,8 @@ class LeaseProjection:
             transaction_id=transaction_id,
             phase=phase.value,
             claim=fields.get("claim"),
-            at=fields[_TIME_FIELD[phase]],
+            # A lease event's time field is named after the phase it enters.
+            at=fields[f"{phase.value}_at"],
         )
 
     # --------------------------------------------------------- whole journal
@@ -392,7 +386,7 @@ class LeaseProjection:
                 "claim": dict(fields["claim"]),
                 "prepared_at": fields["prepared_at"],
             }
-        elif phase is ArtifactLeasePhase.COMMITTED:
+        elif phase in _LIVE:
             base = self._live.get(transaction_id) or self._entry_from_store(
                 transaction_id
             )

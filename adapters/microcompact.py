@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from spillvault.domain.bounds import MAX_SIZE, integer_problem
-from spillvault.domain.enums import ArtifactState
 from spillvault.domain.errors import SpillPolicyError
+from spillvault.domain.machines import ARTIFACT_MACHINE
 
 from .lease_projection import session_projection
 from .messages import (
@@ -45,10 +45,9 @@ PLACEHOLDER = (
     "[tool result cleared to save context; full output: {handle}; "
     "read it with read_artifact]"
 )
-# A partial or orphaned artifact still holds every byte that was captured.
-_READABLE = frozenset(
-    {ArtifactState.SEALED, ArtifactState.PARTIAL, ArtifactState.ORPHAN}
-)
+# A placeholder may point only at a stored artifact: an open one's bytes are
+# still to come.
+_STORED = ARTIFACT_MACHINE.tagged("stored")
 
 
 @dataclass(frozen=True)
@@ -162,7 +161,7 @@ def microcompact(  # noqa: PLR0913 - SPEC's signature
     within `trigger` (so a second run finds nothing to do), or no candidate is
     left. Never cleared: the newest `keep_recent` results, `exclude_tools`,
     results with a non-text block, results already cleared, and results with
-    no readable artifact when there is no `externalizer` to store them.
+    no stored artifact when there is no `externalizer` to store them.
     """
     fmt = check_format(format)
     for name, amount in (
@@ -288,7 +287,7 @@ class _Run:
         if handle is not None and text == placeholder_for(handle):
             return "already_cleared"
         if handles == []:
-            # Recorded but no longer readable (open, quarantined, deleted,
+            # Recorded but not stored (still open, quarantined, deleted or
             # lost): the content may be a preview whose original is gone, so
             # storing it now would pass off a preview as the full output.
             return "artifact_unavailable"
@@ -345,10 +344,10 @@ class _Run:
 def _records_by_id(
     externalizer: ToolResultExternalizer | None,
 ) -> dict[str, list[str]]:
-    """Map each recorded tool_use_id to the handles of its readable artifacts.
+    """Map each recorded tool_use_id to the handles of its stored artifacts.
 
     The handles are in creation order; an empty list means the id was recorded
-    but none of its artifacts is readable.
+    but none of its artifacts is stored.
     """
     if externalizer is None:
         return {}
@@ -358,7 +357,7 @@ def _records_by_id(
         if record.tool_use_id is None:
             continue
         handles = found.setdefault(record.tool_use_id, [])
-        if record.state in _READABLE:
+        if record.state in _STORED:
             handles.append(externalizer.store.handle_for(filename))
     return found
 

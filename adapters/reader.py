@@ -49,8 +49,8 @@ from typing import TYPE_CHECKING, Protocol, Self
 
 from spillvault.domain.bounds import number_problem
 from spillvault.domain.constants import CHUNK_SIZE
-from spillvault.domain.enums import ArtifactState
 from spillvault.domain.errors import ArtifactAccessError, ArtifactIntegrityError
+from spillvault.domain.machines import ARTIFACT_MACHINE
 from spillvault.domain.reading import GrepMatch, GrepResult
 from spillvault.domain.values import ArtifactReference
 
@@ -73,14 +73,7 @@ _CACHE_CHUNKS = 4
 _FAST_PATTERN_LIMIT = 4096  # longer needles take the per-line path
 _NEWLINE = b"\n"
 _SEEK_BLOCK = 16 * 1024
-_READABLE = frozenset(
-    {
-        ArtifactState.OPEN,
-        ArtifactState.SEALED,
-        ArtifactState.PARTIAL,
-        ArtifactState.ORPHAN,
-    }
-)
+_READABLE = ARTIFACT_MACHINE.tagged("readable")
 
 # The regex worker: a fresh interpreter (-I -S) reading a JSON header line, then
 # the bytes to search; it prints the 0-based indices of matching lines.

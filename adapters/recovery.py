@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.enums import ArtifactState
 from spillvault.domain.errors import ArtifactAccessError
+from spillvault.domain.machines import ARTIFACT_MACHINE
 from spillvault.domain.values import artifact_number
 
 from .artifact_store import TMP_PREFIX
@@ -45,9 +46,8 @@ if TYPE_CHECKING:
     from .eventstore import SessionStore
     from .session import Session
 
-_STORED_STATES = frozenset(
-    {ArtifactState.SEALED, ArtifactState.PARTIAL, ArtifactState.ORPHAN}
-)
+_STORED = ARTIFACT_MACHINE.tagged("stored")
+_READABLE = ARTIFACT_MACHINE.tagged("readable")
 
 
 @dataclass
@@ -150,7 +150,7 @@ class _Pass:
             state = records[filename].state
             if state is ArtifactState.OPEN:
                 self.recover_open(filename)
-            elif state in _STORED_STATES and self.vanished(filename):
+            elif state in _STORED and self.vanished(filename):
                 self.mark_lost(filename)
 
     # tmp files ----------------------------------------------------------------
@@ -195,7 +195,9 @@ class _Pass:
 
         def attempt() -> bool:
             artifact = self.store.get_artifact(filename)
-            if artifact is None or artifact.artifact_state is not ArtifactState.OPEN:
+            if artifact is None or not ARTIFACT_MACHINE.allows(
+                artifact.state, "seal_partial"
+            ):
                 return False  # sealed by its writer meanwhile
             artifact.seal_partial(
                 content, summary=summary, sealed_at=self.session.clock.now()
@@ -216,9 +218,8 @@ class _Pass:
     def mark_lost(self, filename: str) -> None:
         def attempt() -> bool:
             artifact = self.store.get_artifact(filename)
-            if artifact is None or artifact.artifact_state not in (
-                _STORED_STATES | {ArtifactState.OPEN}
-            ):
+            # A quarantined file is not in tool-results/: not lost.
+            if artifact is None or artifact.state not in _READABLE:
                 return False
             if not self.vanished(filename):
                 return False  # put back meanwhile (GC restore)

@@ -31,6 +31,7 @@ from spillvault.domain.errors import (
     ArtifactPublicationRejected,
     ArtifactRetentionError,
 )
+from spillvault.domain.machines import ARTIFACT_MACHINE, LEASE_MACHINE
 from spillvault.domain.session_view import aggregate_claims
 from spillvault.domain.timestamps import parse_timestamp
 from spillvault.domain.values import (
@@ -56,21 +57,16 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 Status = ArtifactReconciliationStatus
-_VERIFIABLE_STATES = frozenset({"sealed", "partial"})
+_PUBLISHABLE = ARTIFACT_MACHINE.tagged("publishable")
+# How a lease found past its creation phase (decided by another) is reported.
 _ALREADY = {
-    ArtifactLeasePhase.COMMITTED: Status.ALREADY_COMMITTED,
-    ArtifactLeasePhase.ABORTED: Status.ALREADY_ABORTED,
-    ArtifactLeasePhase.RELEASED: Status.ALREADY_RELEASED,
+    phase: Status(f"already_{phase}")
+    for phase in ArtifactLeasePhase
+    if phase not in LEASE_MACHINE.creation_states
 }
-# The phase each transition leaves: a lease no longer there was decided by another.
-_LEAVES = {
-    "committed": ArtifactLeasePhase.PREPARED,
-    "aborted": ArtifactLeasePhase.PREPARED,
-    "released": ArtifactLeasePhase.COMMITTED,
-}
-_COMMITTED_OR_LATER = frozenset(
-    {ArtifactLeasePhase.COMMITTED, ArtifactLeasePhase.RELEASED}
-)
+# What an operator may decide for a pending lease: where one transition takes it.
+_DECISIONS = LEASE_MACHINE.next_states(ArtifactLeasePhase.PREPARED)
+_RELEASABLE = " or ".join(sorted(LEASE_MACHINE.sources_of("release")))
 
 
 class ArtifactRetentionJournal:
@@ -158,7 +154,7 @@ class ArtifactRetentionJournal:
         """Record COMMITTED: the owner holds the reference."""
         store = self.session.store
         return self._transition(
-            store.commit_lease, transaction_id, committed_at, "committed"
+            store.commit_lease, transaction_id, committed_at, "commit"
         )
 
     def release(
@@ -167,7 +163,7 @@ class ArtifactRetentionJournal:
         """Record RELEASED: the owner deleted the reference."""
         store = self.session.store
         return self._transition(
-            store.release_lease, transaction_id, released_at, "released"
+            store.release_lease, transaction_id, released_at, "release"
         )
 
     def abort(
@@ -175,9 +171,7 @@ class ArtifactRetentionJournal:
     ) -> ArtifactLeaseState:
         """Record ABORTED: the publication is void and can never land."""
         store = self.session.store
-        return self._transition(
-            store.abort_lease, transaction_id, aborted_at, "aborted"
-        )
+        return self._transition(store.abort_lease, transaction_id, aborted_at, "abort")
 
     # ------------------------------------------------------------------ flows
 
@@ -201,13 +195,13 @@ class ArtifactRetentionJournal:
             self._unless_decided(
                 transaction_id,
                 lambda: self.abort(transaction_id),
-                frozenset({ArtifactLeasePhase.ABORTED}),
+                "abort",
             )
             raise
         self._unless_decided(
             transaction_id,
             lambda: self.commit(transaction_id, committed_at=committed_at),
-            _COMMITTED_OR_LATER,
+            "commit",
         )
         return transaction, value
 
@@ -220,32 +214,34 @@ class ArtifactRetentionJournal:
     ) -> ArtifactLeaseState:
         """Let the owner delete first; only then record RELEASED (S4.9)."""
         lease = self.session.store.get_lease(transaction_id)
-        if lease.phase is not ArtifactLeasePhase.COMMITTED:
+        if not LEASE_MACHINE.allows(lease.phase, "release"):
             msg = (
                 f"cannot remove {transaction_id!r}: the lease is "
-                f"{lease.phase.value}, not committed"
+                f"{lease.phase.value}, not {_RELEASABLE}"
             )
             raise ArtifactLeaseJournalError(msg)
         remover()
         return self._unless_decided(
             transaction_id,
             lambda: self.release(transaction_id, released_at=released_at),
-            frozenset({ArtifactLeasePhase.RELEASED}),
+            "release",
         )
 
     def _unless_decided(
         self,
         transaction_id: str,
         record: Callable[[], ArtifactLeaseState],
-        outcomes: frozenset[ArtifactLeasePhase],
+        trigger: str,
     ) -> ArtifactLeaseState:
         """Record a flow's own event, unless a reconciler recorded it first (S5.4)."""
         # No lock is held across the publisher or remover: a reconciler can see
-        # the owner's new state and record the same outcome before the flow.
+        # the owner's new state and record the same outcome before the flow,
+        # and the lease may have moved on from that outcome since.
         try:
             return record()
         except _AlreadyDecided as decided:
-            if decided.phase not in outcomes:
+            outcome = LEASE_MACHINE.state_after(trigger)
+            if decided.phase not in LEASE_MACHINE.reachable_from(outcome):
                 raise
         return self.session.store.get_lease(transaction_id).lease_state
 
@@ -355,14 +351,14 @@ class ArtifactRetentionJournal:
     ) -> list[ArtifactReconciliationReport]:
         """Release COMMITTED leases whose owner no longer holds the reference (S5.2)."""
         at = self._time(resolved_at, "resolved_at")
-        committed = sorted(
+        releasable = sorted(
             tx
             for tx, lease in self._projection.live_leases().items()
-            if lease.phase is ArtifactLeasePhase.COMMITTED
+            if LEASE_MACHINE.allows(lease.phase, "release")
         )
         return [
             self._reconcile_release(self.session.store.get_lease(tx), owner, at)
-            for tx in committed
+            for tx in releasable
         ]
 
     def resolve(
@@ -375,8 +371,8 @@ class ArtifactRetentionJournal:
         resolved_at: datetime | None = None,
     ) -> ArtifactReconciliationReport:
         """Apply an operator's decision to a PREPARED lease via the fence (S5.2)."""
-        if decision not in {ArtifactLeasePhase.COMMITTED, ArtifactLeasePhase.ABORTED}:
-            msg = f"decision must be committed or aborted, not {decision}"
+        if decision not in _DECISIONS:
+            msg = f"decision must be {' or '.join(_DECISIONS)}, not {decision}"
             raise ValueError(msg)
         if not reason.strip():
             msg = "an operator's resolution needs a reason"
@@ -489,7 +485,7 @@ class ArtifactRetentionJournal:
         with owner.inspect_fenced(lease.transaction) as fence:
             observation = fence.observation
             lease = self.session.store.get_lease(transaction_id)
-            if lease.phase is not ArtifactLeasePhase.COMMITTED:
+            if not LEASE_MACHINE.allows(lease.phase, "release"):
                 status = _ALREADY.get(lease.phase, Status.PENDING_UNKNOWN)
                 return _report(transaction_id, status, "not_committed", observation)
             presence = observation.presence
@@ -564,21 +560,23 @@ class ArtifactRetentionJournal:
         command: Callable[[str, datetime], Lease],
         transaction_id: str,
         at: datetime | None,
-        phase: str,
+        trigger: str,
     ) -> ArtifactLeaseState:
         """Record one lease event and project it to the journal, under the lock."""
+        phase = LEASE_MACHINE.state_after(trigger)
         moment = self._time(at, f"{phase}_at")
         with self.session.lock:
             try:
                 lease = command(transaction_id, moment)
             except ArtifactLeaseJournalError as error:
                 # A store failure leaves the lease where it was: only one that
-                # has moved on was decided by someone else.
+                # was decided and can no longer take this trigger was decided
+                # by someone else.
                 found = self.session.store.find_lease(transaction_id)
                 if (
                     found is not None
                     and found.phase in _ALREADY
-                    and found.phase is not _LEAVES[phase]
+                    and not LEASE_MACHINE.allows(found.phase, trigger)
                 ):
                     raise _AlreadyDecided(str(error), found.phase) from error
                 raise
@@ -599,7 +597,7 @@ class ArtifactRetentionJournal:
         if artifact is None:
             msg = f"publication refused: artifact {filename} is unknown"
             raise ArtifactLeaseJournalError(msg)
-        if artifact.state not in _VERIFIABLE_STATES:
+        if artifact.state not in _PUBLISHABLE:
             msg = f"publication refused: artifact {filename} is {artifact.state}"
             raise ArtifactLeaseJournalError(msg)
         content = artifact.stored_content

@@ -54,6 +54,7 @@ from spillvault.domain import (
     ArtifactSessionReadOnlyError,
     ArtifactSource,
     ArtifactStoreConflict,
+    IllegalTransition,
     SpillPolicyError,
     parse_artifact_source_id,
 )
@@ -123,6 +124,7 @@ __all__ = [
     "GateOutcome",
     "GrepMatch",
     "GrepResult",
+    "IllegalTransition",
     "InMemoryOwner",
     "MicrocompactReport",
     "PostgresOwner",

@@ -27,6 +27,7 @@ from .errors import (
     ArtifactSessionNotFoundError,
     ArtifactSessionReadOnlyError,
     ArtifactStoreConflict,
+    IllegalTransition,
     SpillPolicyError,
 )
 from .lease import Lease
@@ -98,6 +99,7 @@ __all__ = [
     "ArtifactStoreConflict",
     "Clock",
     "FileSystem",
+    "IllegalTransition",
     "Lease",
     "SpillPolicyError",
     "StateMachine",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid5
 
@@ -16,6 +17,7 @@ from .timestamps import format_timestamp
 from .values import ArtifactSourceId, artifact_number, check_sha256
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from datetime import datetime
 
 _ARTIFACT_IDS = UUID("0b6e2f7d-93c4-4c1e-8f55-2a7d4e9b1c30")
@@ -87,6 +89,7 @@ class Artifact(BaseAggregate[UUID]):
         """A whole output was stored and published (A3)."""
 
         TOPIC = "spillvault:Artifact.Stored"
+        STATE = ArtifactState.SEALED.value
         filename: str
         source_tool: str
         tool_use_id: str | None
@@ -97,7 +100,7 @@ class Artifact(BaseAggregate[UUID]):
 
         def apply(self, aggregate: Any) -> None:
             """Assign a sealed artifact."""
-            aggregate.begin(self.filename, ArtifactState.SEALED, self.captured_at)
+            aggregate.begin(self.filename, self.STATE, self.captured_at)
             aggregate.source_tool = self.source_tool
             aggregate.tool_use_id = self.tool_use_id
             aggregate.is_error = self.is_error
@@ -108,6 +111,7 @@ class Artifact(BaseAggregate[UUID]):
         """A streaming artifact was created under its final name (S2.4)."""
 
         TOPIC = "spillvault:Artifact.StreamOpened"
+        STATE = ArtifactState.OPEN.value
         filename: str
         source_tool: str
         tool_use_id: str | None
@@ -115,7 +119,7 @@ class Artifact(BaseAggregate[UUID]):
 
         def apply(self, aggregate: Any) -> None:
             """Assign an open artifact."""
-            aggregate.begin(self.filename, ArtifactState.OPEN, self.opened_at)
+            aggregate.begin(self.filename, self.STATE, self.opened_at)
             aggregate.source_tool = self.source_tool
             aggregate.tool_use_id = self.tool_use_id
 
@@ -123,13 +127,14 @@ class Artifact(BaseAggregate[UUID]):
         """GC found an artifact-named file with no event (S6.1)."""
 
         TOPIC = "spillvault:Artifact.Adopted"
+        STATE = ArtifactState.ORPHAN.value
         filename: str
         adopted_at: str
         content: dict[str, Any]
 
         def apply(self, aggregate: Any) -> None:
             """Assign an orphan artifact."""
-            aggregate.begin(self.filename, ArtifactState.ORPHAN, self.adopted_at)
+            aggregate.begin(self.filename, self.STATE, self.adopted_at)
             aggregate.content = dict(self.content)
 
     class Sealed(Event):
@@ -151,15 +156,16 @@ class Artifact(BaseAggregate[UUID]):
         """GC moved the file aside under an intent, remembering the prior state."""
 
         TOPIC = "spillvault:Artifact.Quarantined"
+        TRIGGER = "quarantine"
         intent_id: str
         prior_state: str
         quarantined_at: str
 
         def apply(self, aggregate: Any) -> None:
-            """Assign the quarantined state."""
+            """Assign the state `quarantine` leads to, remembering the prior one."""
             aggregate.prior_state = self.prior_state
             aggregate.quarantine_intent = self.intent_id
-            aggregate.state = ArtifactState.QUARANTINED.value
+            aggregate.state = ARTIFACT_MACHINE.state_after(self.TRIGGER)
 
     class Restored(Event):
         """GC put the file back; the artifact returns to its prior state."""
@@ -178,22 +184,24 @@ class Artifact(BaseAggregate[UUID]):
         """GC verified and unlinked the file."""
 
         TOPIC = "spillvault:Artifact.Deleted"
+        TRIGGER = "delete"
         deleted_at: str
 
         def apply(self, aggregate: Any) -> None:
-            """Assign the deleted state."""
-            aggregate.state = ArtifactState.DELETED.value
+            """Assign the state `delete` leads to."""
+            aggregate.state = ARTIFACT_MACHINE.state_after(self.TRIGGER)
             aggregate.ended_at = self.deleted_at
 
     class MarkedLost(Event):
         """Recovery found the file gone without a deletion."""
 
         TOPIC = "spillvault:Artifact.MarkedLost"
+        TRIGGER = "mark_lost"
         detected_at: str
 
         def apply(self, aggregate: Any) -> None:
-            """Assign the lost state."""
-            aggregate.state = ArtifactState.LOST.value
+            """Assign the state `mark_lost` leads to."""
+            aggregate.state = ARTIFACT_MACHINE.state_after(self.TRIGGER)
             aggregate.ended_at = self.detected_at
 
     @staticmethod
@@ -216,7 +224,7 @@ class Artifact(BaseAggregate[UUID]):
         """Record a whole output stored under `filename`."""
         return cls._begin_with(
             cls.Stored,
-            ArtifactState.SEALED,
+            cls.Stored.STATE,
             filename,
             source_tool=source_tool,
             tool_use_id=tool_use_id,
@@ -238,7 +246,7 @@ class Artifact(BaseAggregate[UUID]):
         """Record a stream created under its final name."""
         return cls._begin_with(
             cls.StreamOpened,
-            ArtifactState.OPEN,
+            cls.StreamOpened.STATE,
             filename,
             source_tool=source_tool,
             tool_use_id=tool_use_id,
@@ -252,7 +260,7 @@ class Artifact(BaseAggregate[UUID]):
         """Record a file found with no event, as an orphan."""
         return cls._begin_with(
             cls.Adopted,
-            ArtifactState.ORPHAN,
+            cls.Adopted.STATE,
             filename,
             adopted_at=format_timestamp(adopted_at),
             content=content.to_payload(),
@@ -262,11 +270,11 @@ class Artifact(BaseAggregate[UUID]):
     def _begin_with(
         cls,
         event_class: type[AggregateCreated],
-        state: ArtifactState,
+        state: str,
         filename: str,
         **fields: Any,
     ) -> Artifact:
-        ARTIFACT_MACHINE.check_creation(state.value)
+        ARTIFACT_MACHINE.check_creation(state)
         if artifact_number(filename) is None:
             msg = f"not an artifact filename: {filename!r}"
             raise ValueError(msg)
@@ -300,7 +308,7 @@ class Artifact(BaseAggregate[UUID]):
 
     def quarantine(self, intent_id: str, *, quarantined_at: datetime) -> None:
         """Record GC's intent to move the file aside (S6.2)."""
-        ARTIFACT_MACHINE.decide(self.state, "quarantine")
+        ARTIFACT_MACHINE.decide(self.state, self.Quarantined.TRIGGER)
         self.trigger_event(
             self.Quarantined,
             intent_id=intent_id,
@@ -317,18 +325,18 @@ class Artifact(BaseAggregate[UUID]):
 
     def delete(self, *, deleted_at: datetime) -> None:
         """Record the verified unlink."""
-        ARTIFACT_MACHINE.decide(self.state, "delete")
+        ARTIFACT_MACHINE.decide(self.state, self.Deleted.TRIGGER)
         self.trigger_event(self.Deleted, deleted_at=format_timestamp(deleted_at))
 
     def mark_lost(self, *, detected_at: datetime) -> None:
         """Record that the file vanished without a deletion."""
-        ARTIFACT_MACHINE.decide(self.state, "mark_lost")
+        ARTIFACT_MACHINE.decide(self.state, self.MarkedLost.TRIGGER)
         self.trigger_event(self.MarkedLost, detected_at=format_timestamp(detected_at))
 
-    def begin(self, filename: str, state: ArtifactState, at: str) -> None:
+    def begin(self, filename: str, state: str, at: str) -> None:
         """Assign the fields every creation sets; called only from event bodies."""
         self.filename = filename
-        self.state = state.value
+        self.state = state
         self.prior_state = None
         self.source_tool = ""
         self.tool_use_id = None
@@ -377,7 +385,14 @@ class Artifact(BaseAggregate[UUID]):
         )
 
 
-ARTIFACT_CREATED_TOPICS = frozenset(
-    {Artifact.Stored.TOPIC, Artifact.StreamOpened.TOPIC, Artifact.Adopted.TOPIC}
-)
+_CREATIONS = (Artifact.Stored, Artifact.StreamOpened, Artifact.Adopted)
+_MOVES = (Artifact.Quarantined, Artifact.Deleted, Artifact.MarkedLost)
+
+ARTIFACT_CREATED_TOPICS = frozenset(event.TOPIC for event in _CREATIONS)
 """The topics of the events that create an artifact."""
+
+ARTIFACT_STATE_AFTER: Mapping[str, str] = MappingProxyType(
+    {event.TOPIC: event.STATE for event in _CREATIONS}
+    | {event.TOPIC: ARTIFACT_MACHINE.state_after(event.TRIGGER) for event in _MOVES}
+)
+"""The state each artifact event leads to; Sealed and Restored carry theirs."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .bounds import MAX_SIZE, integer_problem, shown
 from .enums import ArtifactCleanupStatus, ArtifactState
 from .errors import ArtifactRetentionError
+from .machines import ARTIFACT_MACHINE
 from .timestamps import format_timestamp, parse_timestamp
 from .values import ArtifactCleanupPolicy, artifact_number
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
 Status = ArtifactCleanupStatus
-_STORED = frozenset({ArtifactState.SEALED, ArtifactState.PARTIAL, ArtifactState.ORPHAN})
+_STORED = ARTIFACT_MACHINE.tagged("stored")
 
 
 class EntryKind(Enum):

@@ -27,6 +27,10 @@ class ArtifactLeaseJournalError(RuntimeError):
     """Journal or store damaged or mismatched; illegal transition; reused id."""
 
 
+class IllegalTransition(ArtifactLeaseJournalError):
+    """A spec has no edge for this trigger from this state (S4.10, S8.2)."""
+
+
 class ArtifactStoreConflict(ArtifactLeaseJournalError):
     """Another writer changed the same aggregate first; reload and decide again."""
 

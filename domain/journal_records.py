@@ -31,7 +31,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, NamedTuple
 
 from .enums import ArtifactLeasePhase
-from .errors import ArtifactLeaseJournalError
+from .errors import ArtifactLeaseJournalError, IllegalTransition
 from .machines import LEASE_MACHINE
 
 if TYPE_CHECKING:
@@ -66,12 +66,7 @@ CLAIM_FIELDS = frozenset(
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 _BOM = b"\xef\xbb\xbf"
 _PREPARED = ArtifactLeasePhase.PREPARED.value
-_PHASES = frozenset(phase.value for phase in ArtifactLeasePhase)
-_TRIGGER_INTO = {
-    ArtifactLeasePhase.COMMITTED.value: "commit",
-    ArtifactLeasePhase.RELEASED.value: "release",
-    ArtifactLeasePhase.ABORTED.value: "abort",
-}
+_PHASES = frozenset(LEASE_MACHINE.states)
 
 
 @dataclass(frozen=True)
@@ -421,14 +416,14 @@ class JournalChain:
         current = self._phases.get(record.transaction_id)
         try:
             if current is not None:
-                trigger = _TRIGGER_INTO.get(record.phase)
+                trigger = LEASE_MACHINE.trigger_into(record.phase)
                 if trigger is None:
                     msg = f"transaction already exists in phase {current!r}"
-                    raise ArtifactLeaseJournalError(msg)
+                    raise IllegalTransition(msg)
                 LEASE_MACHINE.decide(current, trigger)
             elif self._phases_known:
                 LEASE_MACHINE.check_creation(record.phase)
-        except ArtifactLeaseJournalError as error:
+        except IllegalTransition as error:
             msg = (
                 f"illegal transition at {where}: {record.phase} "
                 f"for {record.transaction_id!r} ({error})"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 from uuid import UUID, uuid5
 
@@ -17,6 +18,7 @@ from .values import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from datetime import datetime
 
 _LEASE_IDS = UUID("5f1c7a52-2d1e-4a53-9d0e-6b1f3c7e8a41")
@@ -44,6 +46,7 @@ class Lease(BaseAggregate[UUID]):
         """A publication was prepared; the lease protects with no expiry (S4.7)."""
 
         TOPIC = "spillvault:Lease.Prepared"
+        STATE = ArtifactLeasePhase.PREPARED.value
         transaction_id: str
         claim: dict[str, Any]
         prepared_at: str
@@ -53,7 +56,7 @@ class Lease(BaseAggregate[UUID]):
             aggregate.transaction_id = self.transaction_id
             aggregate.claim_data = dict(self.claim)
             aggregate.prepared_at = self.prepared_at
-            aggregate.state = ArtifactLeasePhase.PREPARED.value
+            aggregate.state = self.STATE
             aggregate.phase_history = [aggregate.state]
             aggregate.phase_times = {aggregate.state: self.prepared_at}
 
@@ -61,31 +64,34 @@ class Lease(BaseAggregate[UUID]):
         """The owner holds the reference."""
 
         TOPIC = "spillvault:Lease.Committed"
+        TRIGGER = "commit"
         committed_at: str
 
         def apply(self, aggregate: Any) -> None:
-            """Assign the committed phase."""
-            aggregate.enter(ArtifactLeasePhase.COMMITTED, self.committed_at)
+            """Assign the phase `commit` leads to."""
+            aggregate.enter(LEASE_MACHINE.state_after(self.TRIGGER), self.committed_at)
 
     class Released(Event):
         """The owner deleted the reference; the lease stops protecting."""
 
         TOPIC = "spillvault:Lease.Released"
+        TRIGGER = "release"
         released_at: str
 
         def apply(self, aggregate: Any) -> None:
-            """Assign the released phase."""
-            aggregate.enter(ArtifactLeasePhase.RELEASED, self.released_at)
+            """Assign the phase `release` leads to."""
+            aggregate.enter(LEASE_MACHINE.state_after(self.TRIGGER), self.released_at)
 
     class Aborted(Event):
         """The publication never happened and can never land (tombstoned)."""
 
         TOPIC = "spillvault:Lease.Aborted"
+        TRIGGER = "abort"
         aborted_at: str
 
         def apply(self, aggregate: Any) -> None:
-            """Assign the aborted phase."""
-            aggregate.enter(ArtifactLeasePhase.ABORTED, self.aborted_at)
+            """Assign the phase `abort` leads to."""
+            aggregate.enter(LEASE_MACHINE.state_after(self.TRIGGER), self.aborted_at)
 
     @staticmethod
     def create_id(transaction_id: str) -> UUID:
@@ -95,7 +101,7 @@ class Lease(BaseAggregate[UUID]):
     @classmethod
     def prepare(cls, transaction: ArtifactLeaseTransaction) -> Lease:
         """Create a prepared lease for `transaction`."""
-        LEASE_MACHINE.check_creation(ArtifactLeasePhase.PREPARED.value)
+        LEASE_MACHINE.check_creation(cls.Prepared.STATE)
         return cls._create(
             cls.Prepared,
             id=cls.create_id(transaction.transaction_id),
@@ -106,27 +112,24 @@ class Lease(BaseAggregate[UUID]):
 
     def commit(self, committed_at: datetime) -> None:
         """Record that the owner holds the reference."""
-        self._decide("commit")
+        LEASE_MACHINE.decide(self.state, self.Committed.TRIGGER)
         self.trigger_event(self.Committed, committed_at=format_timestamp(committed_at))
 
     def release(self, released_at: datetime) -> None:
         """Record that the owner deleted the reference."""
-        self._decide("release")
+        LEASE_MACHINE.decide(self.state, self.Released.TRIGGER)
         self.trigger_event(self.Released, released_at=format_timestamp(released_at))
 
     def abort(self, aborted_at: datetime) -> None:
         """Record that the publication is void."""
-        self._decide("abort")
+        LEASE_MACHINE.decide(self.state, self.Aborted.TRIGGER)
         self.trigger_event(self.Aborted, aborted_at=format_timestamp(aborted_at))
 
-    def _decide(self, trigger: str) -> None:
-        LEASE_MACHINE.decide(self.state, trigger)
-
-    def enter(self, phase: ArtifactLeasePhase, at: str) -> None:
+    def enter(self, phase: str, at: str) -> None:
         """Assign a new phase; called only from event bodies."""
-        self.state = phase.value
-        self.phase_history = [*self.phase_history, phase.value]
-        self.phase_times = {**self.phase_times, phase.value: at}
+        self.state = phase
+        self.phase_history = [*self.phase_history, phase]
+        self.phase_times = {**self.phase_times, phase: at}
 
     @property
     def phase(self) -> ArtifactLeasePhase:
@@ -159,4 +162,14 @@ class Lease(BaseAggregate[UUID]):
         """Say whether this lease protects its artifact at `now` (S4.3, S4.7)."""
         if self.phase is ArtifactLeasePhase.PREPARED:
             return True
-        return self.phase is ArtifactLeasePhase.COMMITTED and self.claim.is_active(now)
+        return self.state in LEASE_MACHINE.live_states and self.claim.is_active(now)
+
+
+LEASE_PHASE_AFTER: Mapping[str, str] = MappingProxyType(
+    {Lease.Prepared.TOPIC: Lease.Prepared.STATE}
+    | {
+        event.TOPIC: LEASE_MACHINE.state_after(event.TRIGGER)
+        for event in (Lease.Committed, Lease.Released, Lease.Aborted)
+    }
+)
+"""The phase each lease event leads to."""

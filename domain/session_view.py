@@ -1,11 +1,12 @@
 """The session view: what opening a session needs, kept incrementally (S8.1).
 
 One combined view per store with one tracking position: the last store
-position folded in. It holds every live (prepared or committed) lease, the
-name of every artifact the store has a creation event for, and the journal
-checkpoint (end offset, sequence, hash of the last record, S4.5), so opening a
-session folds only the events recorded since the view was saved. The view is
-a cache of the event log: losing it costs a replay, nothing else.
+position folded in. It holds every live lease (in a phase the lease spec does
+not call terminal), the name and state of every artifact the store has a
+creation event for, and the journal checkpoint (end offset, sequence, hash of
+the last record, S4.5), so opening a session folds only the events recorded
+since the view was saved. The view is a cache of the event log: losing it
+costs a replay, nothing else.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from uuid import UUID
 from eventsourcing.domain import AggregateCreated, AggregateEvent, BaseAggregate
 from eventsourcing.domain import Snapshot as _Snapshot
 
+from .artifact import ARTIFACT_STATE_AFTER
 from .enums import ArtifactLeasePhase, ArtifactState
 from .timestamps import parse_timestamp
 from .values import ArtifactRetentionClaim
@@ -27,7 +29,6 @@ if TYPE_CHECKING:
 
 SESSION_VIEW_ID = UUID("9a3f5d27-81c4-4e0b-a6d2-3b7e0f1c5d94")
 ZERO_HASH = "0" * 64
-LIVE_PHASES = frozenset({ArtifactLeasePhase.PREPARED, ArtifactLeasePhase.COMMITTED})
 
 
 @dataclass(frozen=True)
@@ -188,14 +189,8 @@ class ArtifactRecord:
 
 
 _STATE_AFTER = {
-    "spillvault:Artifact.Stored": ArtifactState.SEALED,
-    "spillvault:Artifact.StreamOpened": ArtifactState.OPEN,
-    "spillvault:Artifact.Adopted": ArtifactState.ORPHAN,
-    "spillvault:Artifact.Quarantined": ArtifactState.QUARANTINED,
-    "spillvault:Artifact.Deleted": ArtifactState.DELETED,
-    "spillvault:Artifact.MarkedLost": ArtifactState.LOST,
+    topic: ArtifactState(state) for topic, state in ARTIFACT_STATE_AFTER.items()
 }
-"""The state each artifact event leads to; Sealed and Restored carry theirs."""
 
 
 def next_artifact_record(

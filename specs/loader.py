@@ -21,10 +21,11 @@ _TOP_LEVEL_KEYS = frozenset(
         "creation_states",
         "terminal_states",
         "remembers_prior",
+        "tags",
         "transitions",
     }
 )
-_REQUIRED_KEYS = _TOP_LEVEL_KEYS - {"remembers_prior"}
+_REQUIRED_KEYS = _TOP_LEVEL_KEYS - {"remembers_prior", "tags"}
 _TRANSITION_KEYS = frozenset({"trigger", "source", "dest", "prior"})
 
 
@@ -44,7 +45,7 @@ class SpecTransition:
 
 @dataclass(frozen=True)
 class MachineSpec:
-    """A validated state machine: states, creation and terminal states, edges."""
+    """A validated state machine: states, creation and terminal states, edges, tags."""
 
     name: str
     states: tuple[str, ...]
@@ -52,11 +53,18 @@ class MachineSpec:
     terminal_states: tuple[str, ...]
     remembers_prior: tuple[str, ...]
     transitions: tuple[SpecTransition, ...]
+    tags: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Each tag's name and the states it names, in the order the spec lists them."""
 
     @property
     def triggers(self) -> tuple[str, ...]:
         """Return the trigger names in order of first appearance."""
         return tuple(dict.fromkeys(t.trigger for t in self.transitions))
+
+    @property
+    def live_states(self) -> tuple[str, ...]:
+        """Return the states that are not terminal, in the spec's order."""
+        return tuple(s for s in self.states if s not in self.terminal_states)
 
     def edges_from(self, state: str, trigger: str) -> tuple[SpecTransition, ...]:
         """Return the transitions `trigger` may take out of `state`."""
@@ -129,6 +137,7 @@ class _Validator:
             terminal_states=terminal,
             remembers_prior=remembering,
             transitions=transitions,
+            tags=self.tags(data.get("tags", {}), known),
         )
         self.check_structure(spec)
         return spec
@@ -153,6 +162,21 @@ class _Validator:
         for state in listed:
             if state not in known:
                 raise self.fail(f"{key!r}: unknown state {state!r}")
+
+    def tags(
+        self, raw: object, known: set[str]
+    ) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        if not isinstance(raw, dict):
+            raise self.fail("'tags' must be a table of state lists")
+        tags = []
+        for tag in raw:
+            if not _IDENTIFIER.match(tag):
+                raise self.fail(f"invalid tag name {tag!r}")
+            key = f"tags.{tag}"
+            listed = self.state_list({key: raw[tag]}, key, allow_empty=True)
+            self.require_known(listed, known, key)
+            tags.append((tag, listed))
+        return tuple(tags)
 
     def transitions(self, raw: object, known: set[str]) -> tuple[SpecTransition, ...]:
         if not isinstance(raw, list) or not raw:

@@ -13,9 +13,12 @@ def render_mermaid(spec: MachineSpec) -> str:
     lines = [
         f"%% {spec.name} state machine, generated from {spec.name.lower()}.toml.",
         "%% Regenerate with: python -m spillvault.specs --write",
-        "stateDiagram-v2",
-        "  direction LR",
     ]
+    # Mermaid has no notation for a named set of states: list them as comments.
+    lines += [
+        f"%% tag {tag}: {', '.join(states)}".rstrip() for tag, states in spec.tags
+    ]
+    lines += ["stateDiagram-v2", "  direction LR"]
     lines += [f"  [*] --> {state}" for state in spec.creation_states]
     for edge in spec.transitions:
         guard = f" [prior = {edge.prior}]" if edge.prior else ""

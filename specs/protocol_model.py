@@ -175,7 +175,7 @@ class LeaseRules:
             raise SpecError(f"{spec.name}: the protocol model has no prior guards")
         self.spec = spec
         self.created = spec.creation_states[0]
-        self.live = frozenset(spec.states) - frozenset(spec.terminal_states)
+        self.live = frozenset(spec.live_states)
         self.table = {(t.trigger, t.source): t.dest for t in spec.transitions}
 
     def fire(self, phase: str, trigger: str) -> str:

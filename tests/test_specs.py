@@ -78,6 +78,11 @@ MALFORMED = [
     pytest.param(mutate(("remembers_prior",), []), "'prior' on a state that remembers none", id="prior-unremembered"),
     pytest.param(mutate(("transitions", 4, "prior"), None), "unguarded beside guarded", id="mixed-guards"),
     pytest.param(mutate(("terminal_states",), []), "state 'z' has no transition and is not terminal", id="dead-end"),
+    pytest.param(mutate(("tags",), ["a"]), "'tags' must be a table of state lists", id="tags-not-a-table"),
+    pytest.param(mutate(("tags",), {"Hot!": ["a"]}), "invalid tag name 'Hot!'", id="bad-tag-name"),
+    pytest.param(mutate(("tags",), {"hot": "a"}), "'tags.hot' must be a list of state names", id="tag-not-a-list"),
+    pytest.param(mutate(("tags",), {"hot": ["a", "nope"]}), "'tags.hot': unknown state 'nope'", id="unknown-tagged-state"),
+    pytest.param(mutate(("tags",), {"hot": ["a", "a"]}), "'tags.hot': duplicate state 'a'", id="duplicate-tagged-state"),
 ]  # fmt: skip
 
 
@@ -126,6 +131,14 @@ def test_diagram_names_every_edge_and_guard() -> None:
     assert "  [*] --> a\n" in text
     assert "  q --> c: back [prior = c]\n" in text
     assert "  z --> [*]\n" in text
+
+
+def test_tags_load_in_order_and_appear_in_the_diagram() -> None:
+    spec = parse_spec(mutate(("tags",), {"warm": ["c", "b"], "none": []}))
+    assert spec.tags == (("warm", ("c", "b")), ("none", ()))
+    assert spec.live_states == ("a", "b", "c", "q")
+    text = render_mermaid(spec)
+    assert "%% tag warm: c, b\n%% tag none:\nstateDiagram-v2\n" in text
 
 
 def test_check_command_reports_stale_diagrams(tmp_path) -> None:
