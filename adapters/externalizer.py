@@ -30,6 +30,7 @@ from spillvault.domain.preview import (
     render_notice,
 )
 from spillvault.domain.summary import check_summary, summarize
+from spillvault.domain.values import ArtifactCleanupPolicy
 
 from . import gc, model_tools
 from .artifact_store import LocalArtifactStore
@@ -46,11 +47,7 @@ if TYPE_CHECKING:
     from spillvault.domain.artifact import Artifact
     from spillvault.domain.cleanup import ArtifactCleanupPlan, ArtifactCleanupReport
     from spillvault.domain.reading import GrepResult
-    from spillvault.domain.values import (
-        ArtifactCleanupPolicy,
-        ArtifactReference,
-        ArtifactRetentionClaim,
-    )
+    from spillvault.domain.values import ArtifactReference, ArtifactRetentionClaim
 
     from .artifact_store import ArtifactStream
     from .model_tools import Format
@@ -306,12 +303,12 @@ class ToolResultExternalizer:
         self,
         journal: ArtifactRetentionJournal,
         *,
-        policy: ArtifactCleanupPolicy,
+        policy: ArtifactCleanupPolicy | None = None,
         now: datetime | None = None,
     ) -> ArtifactCleanupPlan:
         """Plan GC against the journal's live leases (S6.1); a dry run by default."""
         return gc.plan_cleanup_from_journal(
-            self._same_session(journal), policy=policy, now=now
+            self._same_session(journal), policy=_or_default(policy), now=now
         )
 
     def apply_cleanup_from_journal(
@@ -328,7 +325,7 @@ class ToolResultExternalizer:
         self,
         journal: ArtifactRetentionJournal,
         *,
-        policy: ArtifactCleanupPolicy,
+        policy: ArtifactCleanupPolicy | None = None,
         now: datetime | None = None,
     ) -> ArtifactCleanupReport:
         """Plan, then apply unless the policy is a dry run."""
@@ -339,29 +336,33 @@ class ToolResultExternalizer:
         self,
         claims: Iterable[ArtifactRetentionClaim] = (),
         *,
-        policy: ArtifactCleanupPolicy,
+        policy: ArtifactCleanupPolicy | None = None,
         now: datetime | None = None,
     ) -> ArtifactCleanupPlan:
         """Plan GC from raw claims (the seed's way); refused with leases (S6.4)."""
         return gc.plan_cleanup_from_claims(
-            self.session, iter(claims), policy=policy, now=now
+            self.session, iter(claims), policy=_or_default(policy), now=now
         )
 
     def apply_cleanup(
         self,
         plan: ArtifactCleanupPlan,
         *,
-        claims: Iterable[ArtifactRetentionClaim],
+        claims: Iterable[ArtifactRetentionClaim] | None = None,
         now: datetime | None = None,
     ) -> ArtifactCleanupReport:
         """Apply a raw-claims plan; refused once leases exist (S6.4)."""
+        if claims is None:
+            # Applying without the claims of now would re-check against nothing.
+            msg = "current retention claims are required to apply a cleanup plan"
+            raise ArtifactRetentionError(msg)
         return gc.apply_cleanup_with_claims(self.session, plan, list(claims), now=now)
 
     def cleanup_artifacts(
         self,
         claims: Iterable[ArtifactRetentionClaim] = (),
         *,
-        policy: ArtifactCleanupPolicy,
+        policy: ArtifactCleanupPolicy | None = None,
         now: datetime | None = None,
     ) -> ArtifactCleanupReport:
         """Plan from raw claims, then apply unless the policy is a dry run."""
@@ -598,3 +599,8 @@ __all__ = [
     "GateStream",
     "ToolResultExternalizer",
 ]
+
+
+def _or_default(policy: ArtifactCleanupPolicy | None) -> ArtifactCleanupPolicy:
+    """Return `policy`, or the seed's default: a one-day orphan TTL, as a dry run."""
+    return ArtifactCleanupPolicy() if policy is None else policy

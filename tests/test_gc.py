@@ -1487,3 +1487,42 @@ def test_raw_claims_cleanup_is_refused_once_the_store_holds_a_lease_event(
         with pytest.raises(ArtifactRetentionError, match="lease"):
             session.externalizer.cleanup_artifacts([], policy=deleting(), now=when)
         assert entries(session_dir / "tool-results") == before
+
+
+# ------------------------------------------ the seed's defaults (issue 14 §5)
+
+
+def test_without_a_policy_gc_plans_with_the_seed_default(
+    session: Session,
+) -> None:
+    """policy=None is ArtifactCleanupPolicy(): a one-day TTL, as a dry run."""
+    ext = session.externalizer
+    young, old = stored(session, "young"), stored(session, "old")
+    now = session.clock.now()
+    set_mtime(Path(old.path), now - timedelta(days=2))
+    for plan in (
+        ext.plan_cleanup_from_journal(session.journal, now=now),
+        ext.plan_cleanup(now=now),
+    ):
+        assert plan.dry_run
+        assert statuses(plan) == {
+            name_of(young): Status.RETAINED_RECENT,
+            name_of(old): Status.PLANNED_DELETE,
+        }
+    for report in (
+        ext.cleanup_artifacts_from_journal(session.journal, now=now),
+        ext.cleanup_artifacts(now=now),
+    ):
+        assert report.dry_run
+        assert os.path.exists(old.path)
+
+
+def test_applying_a_raw_claims_plan_without_claims_is_refused_by_name(
+    session: Session,
+) -> None:
+    ext = session.externalizer
+    plan = ext.plan_cleanup(now=session.clock.now())
+    with pytest.raises(
+        ArtifactRetentionError, match="current retention claims are required"
+    ):
+        ext.apply_cleanup(plan)
