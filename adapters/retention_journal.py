@@ -27,6 +27,7 @@ from spillvault.domain.enums import (
 from spillvault.domain.errors import (
     ArtifactAccessError,
     ArtifactLeaseJournalError,
+    ArtifactMissingError,
     ArtifactOwnerGenerationChanged,
     ArtifactPublicationRejected,
     ArtifactRetentionError,
@@ -58,6 +59,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 Status = ArtifactReconciliationStatus
 _PUBLISHABLE = ARTIFACT_MACHINE.tagged("publishable")
+_GONE = ARTIFACT_MACHINE.terminal_states  # deleted by GC, or found lost: no bytes
 # How a lease found past its creation phase (decided by another) is reported.
 _ALREADY = {
     phase: Status(f"already_{phase}")
@@ -597,6 +599,9 @@ class ArtifactRetentionJournal:
         if artifact is None:
             msg = f"publication refused: artifact {filename} is unknown"
             raise ArtifactLeaseJournalError(msg)
+        if artifact.state in _GONE:
+            msg = f"publication refused: missing artifact {filename} ({artifact.state})"
+            raise ArtifactMissingError(msg)
         if artifact.state not in _PUBLISHABLE:
             msg = f"publication refused: artifact {filename} is {artifact.state}"
             raise ArtifactLeaseJournalError(msg)
@@ -608,8 +613,8 @@ class ArtifactRetentionJournal:
             try:
                 fd = open_artifact_file(self.session.fs, filename, dir_fd=store.dir_fd)
             except (FileNotFoundError, ArtifactAccessError) as error:
-                msg = f"publication refused: artifact {filename} is gone ({error})"
-                raise ArtifactLeaseJournalError(msg) from error
+                msg = f"publication refused: missing artifact {filename} ({error})"
+                raise ArtifactMissingError(msg) from error
             try:
                 digest, size = digest_open_file(self.session.fs, fd)
             finally:

@@ -27,6 +27,14 @@ class ArtifactLeaseJournalError(RuntimeError):
     """Journal or store damaged or mismatched; illegal transition; reused id."""
 
 
+class ArtifactMissingError(ArtifactRetentionError, ArtifactLeaseJournalError):
+    """A publication refused: GC deleted the artifact, or its file is gone (S4.6).
+
+    The seed raises a retention error ("missing artifact"); the contract files
+    refused publications under the journal error. It is both.
+    """
+
+
 class IllegalTransition(ArtifactLeaseJournalError):
     """A spec has no edge for this trigger from this state (S4.10, S8.2)."""
 

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -22,11 +22,16 @@ from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.enums import ArtifactLeasePhase
 from spillvault.domain.errors import (
     ArtifactLeaseJournalError,
+    ArtifactMissingError,
     ArtifactPublicationRejected,
     ArtifactRetentionError,
 )
 from spillvault.domain.journal_records import JournalChain, decode_line
-from spillvault.domain.values import ArtifactLeaseTransaction, ArtifactRetentionClaim
+from spillvault.domain.values import (
+    ArtifactCleanupPolicy,
+    ArtifactLeaseTransaction,
+    ArtifactRetentionClaim,
+)
 
 from support import workers
 from support.fakes import FakeClock
@@ -170,10 +175,29 @@ def test_publication_is_refused_for_unknown_changed_or_gone_artifacts(
     with pytest.raises(ArtifactLeaseJournalError, match="changed on disk"):
         session.journal.prepare(claim)
     path.unlink()
-    with pytest.raises(ArtifactLeaseJournalError, match="gone"):
+    with pytest.raises(ArtifactRetentionError, match="missing artifact") as gone:
         session.journal.prepare(claim)
+    assert isinstance(gone.value, ArtifactLeaseJournalError)  # refused publication
     assert session.journal.recover().states == ()
     assert not (session_dir / RETENTION_JOURNAL_NAME).exists()
+
+
+def test_publishing_an_artifact_gc_deleted_is_a_missing_artifact(
+    session: Session,
+) -> None:
+    """The seed's contract: a retention error that says "missing artifact"."""
+    claim = stored_claim(session)
+    report = session.externalizer.cleanup_artifacts_from_journal(
+        session.journal,
+        policy=ArtifactCleanupPolicy(orphan_ttl_seconds=0, dry_run=False),
+        # GC ages by the file's mtime, which the kernel stamped: its own clock.
+        now=datetime.now(UTC) + timedelta(days=2),
+    )
+    assert report.counts == {"deleted": 1}
+    with pytest.raises(ArtifactMissingError, match=r"missing artifact .*deleted") as g:
+        session.journal.publish_reference(claim, lambda: None, transaction_id="late")
+    assert isinstance(g.value, ArtifactRetentionError)
+    assert session.store.find_lease("late") is None
 
 
 def test_a_claim_of_another_session_is_a_retention_error(session: Session) -> None:
