@@ -26,6 +26,7 @@ from spillvault.domain.errors import ArtifactAccessError, ArtifactLeaseJournalEr
 
 from support.dates import fixed
 from support.fakes import FakeClock
+from support.tiers import HANG_GUARD_SECONDS
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -608,7 +609,7 @@ def test_symlinks_fifos_and_loose_files_at_artifact_names_are_refused(
 
     opener = threading.Thread(target=open_all, daemon=True)
     opener.start()
-    opener.join(120)  # a hang guard: a blocked open never returns
+    opener.join(HANG_GUARD_SECONDS)  # a blocked open never returns
     assert not opener.is_alive(), "opening a FIFO blocked"
     assert [type(e) for e in outcome] == [ArtifactAccessError] * 3
     assert "symlink" in str(outcome[0])

@@ -40,6 +40,7 @@ from openai.types.chat.completion_create_params import (
 )
 from sybil import Document, Example, Sybil
 from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipParser
+from test_messages import _force
 
 from spillvault import Session, SpillPolicy, ToolResultExternalizer
 
@@ -129,15 +130,6 @@ _OPENAI_REQUEST = pydantic.TypeAdapter(CompletionCreateParamsNonStreaming)
 _HANDLE = re.compile(r"full output: (\S+?);")
 _COMMAND = "seq 1 300000"
 _NEEDLE = "299999"
-
-
-def _force(value: Any) -> Any:
-    """Consume pydantic's lazy iterators so nested items are validated too."""
-    if isinstance(value, dict):
-        return {key: _force(item) for key, item in value.items()}
-    if value is None or isinstance(value, str | bytes | int | float):
-        return value
-    return [_force(item) for item in value]
 
 
 class ScriptedModel:

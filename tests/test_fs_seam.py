@@ -21,6 +21,8 @@ from spillvault.adapters.fs import (
 )
 from spillvault.domain.errors import ArtifactAccessError
 
+from support.tiers import HANG_GUARD_SECONDS
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -121,7 +123,7 @@ def test_reading_a_fifo_never_blocks(tmp_path: Path, dir_fd: int) -> None:
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
-    reader.join(120)  # a hang guard: a blocked read never returns
+    reader.join(HANG_GUARD_SECONDS)  # a blocked read never returns
     assert not reader.is_alive(), "reading a FIFO blocked"
     assert isinstance(outcome[0], ArtifactAccessError)
     assert "not a regular file" in str(outcome[0])

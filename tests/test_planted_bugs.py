@@ -30,6 +30,7 @@ from spillvault.domain.values import ArtifactRetentionClaim
 from support.crash_world import CrashWorld
 from support.crashfs import CrashFS
 from support.planted import UncheckedFenceOwner, planted_fs
+from support.tiers import HANG_GUARD_SECONDS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -188,9 +189,6 @@ class Race:
 
     order: list[str]
     violation: str | None
-
-
-HANG_GUARD_SECONDS = 120.0
 
 
 class BlockingWitness:

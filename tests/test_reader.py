@@ -33,6 +33,7 @@ from spillvault.domain.errors import ArtifactAccessError, ArtifactIntegrityError
 from spillvault.domain.reading import GrepMatch
 
 from support.dates import fixed
+from support.tiers import HANG_GUARD_SECONDS
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -42,8 +43,6 @@ if TYPE_CHECKING:
 
 MiB = CHUNK_SIZE
 AT = fixed(2026)
-HANG_GUARD_SECONDS = 120.0
-"""Only turns a hang into a failure; no test here depends on the machine's speed."""
 
 
 # naive references -------------------------------------------------------------
@@ -704,7 +703,7 @@ def _in_thread(call: Any) -> list[BaseException | object]:
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    thread.join(timeout=120)  # a hang guard: a blocked read never returns
+    thread.join(timeout=HANG_GUARD_SECONDS)  # a blocked read never returns
     assert not thread.is_alive(), "the read blocked"
     return outcome
 

@@ -31,6 +31,7 @@ from spillvault.domain.values import ArtifactMemoryReference, ArtifactRetentionC
 from support import workers
 from support.fakes import FakeClock
 from support.leases import T0
+from support.tiers import HANG_GUARD_SECONDS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -321,7 +322,7 @@ def test_concurrent_reconciling_processes_record_one_terminal_event(
     for child in children:
         child.join(timeout=120)
         assert child.exitcode == 0
-    statuses = sorted(results.get(timeout=120) for _ in children)
+    statuses = sorted(results.get(timeout=HANG_GUARD_SECONDS) for _ in children)
     assert statuses == sorted(["committed"] + ["already_committed"] * 3)
     with open_session(session_dir) as session:
         assert lease_events(session, "tx") == ["Prepared", "Committed"]

@@ -25,6 +25,7 @@ from spillvault.adapters.session import open_session
 from spillvault.domain.constants import CHUNK_SIZE
 
 from support.fakes import FakeClock
+from support.tiers import HANG_GUARD_SECONDS
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -339,7 +340,7 @@ def wait_line(child: subprocess.Popen[bytes], timeout: float = 30) -> str:
 
 def kill(child: subprocess.Popen[bytes]) -> None:
     child.send_signal(signal.SIGKILL)
-    child.wait(120)
+    child.wait(HANG_GUARD_SECONDS)
     assert child.returncode == -signal.SIGKILL
 
 
@@ -367,7 +368,7 @@ def test_a_stream_killed_midway_is_sealed_partial_by_the_next_open(
     child = start_child("stream", session_dir)
     try:
         name = wait_line(child)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + HANG_GUARD_SECONDS
         while (session_dir / "tool-results" / name).stat().st_size < 3 * 65536:
             assert time.monotonic() < deadline, "child stopped writing"
             time.sleep(0.01)

@@ -36,6 +36,7 @@ from spillvault.domain.values import (
 from support import workers
 from support.fakes import FakeClock
 from support.leases import T0, claim_for
+from support.tiers import HANG_GUARD_SECONDS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -382,7 +383,7 @@ def test_six_processes_preparing_at_once_keep_one_gap_free_chain(
     for child in children:
         child.join(timeout=120)
         assert child.exitcode == 0
-    assert sorted(results.get(timeout=120) for _ in children) == [
+    assert sorted(results.get(timeout=HANG_GUARD_SECONDS) for _ in children) == [
         f"p{i}" for i in range(6)
     ]
     bodies = assert_chain_intact(session_dir, session_id)

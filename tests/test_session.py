@@ -19,6 +19,7 @@ from spillvault.domain.numbering import ARTIFACT_NUMBERS_ID
 
 from support.fakes import FakeClock, RecordingFileSystem
 from support.leases import T0, transaction
+from support.tiers import HANG_GUARD_SECONDS
 from support.workers import create_and_prepare
 
 if TYPE_CHECKING:
@@ -279,7 +280,7 @@ def test_two_processes_creating_one_session_get_one_session(session_dir: Path) -
     for worker in workers:
         worker.join(60)
         assert worker.exitcode == 0
-    ids = {results.get(timeout=120), results.get(timeout=120)}
+    ids = {results.get(timeout=HANG_GUARD_SECONDS) for _ in range(2)}
     assert len(ids) == 1
     with open_session(session_dir) as session:
         assert session.store_id in ids

@@ -11,6 +11,7 @@ import pytest
 
 from spillvault.adapters.session import open_session
 
+from support.tiers import HANG_GUARD_SECONDS
 from support.workers import try_lock
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ def other_process_can_lock(path: Path) -> str:
     worker.start()
     worker.join(30)
     assert worker.exitcode == 0
-    return results.get(timeout=120)
+    return results.get(timeout=HANG_GUARD_SECONDS)
 
 
 def test_objects_on_one_session_share_one_lock(tmp_path: Path) -> None:
@@ -61,11 +62,11 @@ def test_lock_excludes_other_threads(tmp_path: Path) -> None:
         with session.lock:
             thread = threading.Thread(target=competitor)
             thread.start()
-            entered.wait(120)
+            entered.wait(HANG_GUARD_SECONDS)
             time.sleep(0.1)
             assert order == []
             order.append("holder")
-        thread.join(120)
+        thread.join(HANG_GUARD_SECONDS)
         assert order == ["holder", "competitor"]
 
 
@@ -74,7 +75,7 @@ def test_held_is_false_in_a_thread_that_does_not_hold(tmp_path: Path) -> None:
         seen: list[bool] = []
         thread = threading.Thread(target=lambda: seen.append(session.lock.held))
         thread.start()
-        thread.join(120)
+        thread.join(HANG_GUARD_SECONDS)
         assert seen == [False]
 
 

@@ -8,8 +8,7 @@ import sys
 import textwrap
 from typing import Any
 
-HANG_GUARD_SECONDS = 60
-"""Not a speed check: only a regression that hangs comes anywhere near it."""
+from .tiers import HANG_GUARD_SECONDS
 
 
 def json_from_child(code: str, data: Any) -> Any:

@@ -13,6 +13,9 @@ from typing import TypeVar
 T = TypeVar("T")
 
 LONG = os.environ.get("SPILLVAULT_TEST_TIER", "fast") == "long"
+HANG_GUARD_SECONDS = 120.0
+"""The only wall-clock bound a test may have: it turns a hang into a failure,
+and no run that works, however loaded the machine, comes near it."""
 
 
 def pick(fast: int, long: int) -> int:
