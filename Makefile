@@ -49,7 +49,9 @@ typecheck: $(STAMP)
 	rm -rf build/typecheck && mkdir -p build/typecheck/spillvault
 	for f in api/*.py api/py.typed; do ln -s ../../../$$f build/typecheck/spillvault/; done
 	for d in domain adapters specs; do ln -s ../../../$$d build/typecheck/spillvault/$$d; done
+	ln -s ../../../api/testing build/typecheck/spillvault/testing
 	cd build/typecheck && ../../$(BIN)/mypy --config-file ../../pyproject.toml -p spillvault
+	cd build/typecheck && PYTHONPATH=. ../../$(BIN)/lint-imports --no-logo ../../pyproject.toml
 
 specs: $(STAMP)
 	$(BIN)/python -m spillvault.specs --write

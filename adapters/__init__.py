@@ -1,16 +1,6 @@
-"""Everything that touches the world: stores, the filesystem seam, the CLI."""
+"""Everything that touches the world, in layers (see docs/architecture.md).
 
-from .eventstore import SessionStore, retrying
-from .fs import OS_FILESYSTEM, OsFileSystem
-from .session import Session, open_session
-from .session_lock import SessionLock
-
-__all__ = [
-    "OS_FILESYSTEM",
-    "OsFileSystem",
-    "Session",
-    "SessionLock",
-    "SessionStore",
-    "open_session",
-    "retrying",
-]
+`storage` (files, event stores, lock) < `services` (use cases) < `owners` and
+`harness` < `session` (the one composition root) < `cli`. A layer imports only
+those below it; `make lint` enforces this with import-linter.
+"""

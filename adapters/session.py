@@ -21,9 +21,38 @@ import logging
 import os
 import socket
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Self, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 from uuid import UUID, uuid5
 
+from spillvault.adapters.harness import model_tools
+from spillvault.adapters.services.externalizer import SessionExternalizer
+from spillvault.adapters.services.read_only import RefusingWrites
+from spillvault.adapters.services.recovery import recover_artifacts
+from spillvault.adapters.services.retention_journal import SessionRetentionJournal
+from spillvault.adapters.storage.clock import SYSTEM_CLOCK
+from spillvault.adapters.storage.fs import (
+    DIR_FLAGS,
+    OS_FILESYSTEM,
+    check_private,
+    exists,
+    open_private_dir,
+    read_private_file,
+    write_new_file,
+)
+from spillvault.adapters.storage.handles import SessionHandles
+from spillvault.adapters.storage.layout import (
+    MARKER_NAME,
+    QUARANTINE_DIR,
+    TOOL_RESULTS_DIR,
+)
+from spillvault.adapters.storage.memory_store import MemoryBackend
+from spillvault.adapters.storage.postgres_store import DSN_SCHEMES, PostgresBackend
+from spillvault.adapters.storage.session_lock import (
+    LOCK_NAME,
+    SessionLock,
+    session_lock_for,
+)
+from spillvault.adapters.storage.sqlite_store import SQLiteBackend
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.errors import (
     ArtifactAccessError,
@@ -36,38 +65,17 @@ from spillvault.domain.store_identity import STORE_LAYOUT_VERSION, StoreIdentity
 from spillvault.domain.timestamps import format_timestamp
 from spillvault.domain.values import check_session_id
 
-from .clock import SYSTEM_CLOCK
-from .fs import (
-    DIR_FLAGS,
-    OS_FILESYSTEM,
-    check_private,
-    exists,
-    open_private_dir,
-    read_private_file,
-    write_new_file,
-)
-from .layout import MARKER_NAME, QUARANTINE_DIR, TOOL_RESULTS_DIR
-from .memory_store import MemoryBackend
-from .postgres_store import DSN_SCHEMES, PostgresBackend
-from .recovery import recover_artifacts
-from .session_lock import LOCK_NAME, SessionLock, session_lock_for
-from .sqlite_store import SQLiteBackend
-
 if TYPE_CHECKING:
-    from collections.abc import Callable
-    from types import TracebackType
+    from collections.abc import Mapping
 
+    from spillvault.adapters.harness.model_tools import Format
+    from spillvault.adapters.services.recovery import ArtifactRecoveryReport
+    from spillvault.adapters.storage.eventstore import SessionStore
+    from spillvault.adapters.storage.memory_store import MemoryBackend as _Memory
+    from spillvault.adapters.storage.postgres_store import PostgresBackend as _Postgres
+    from spillvault.adapters.storage.sqlite_store import SQLiteBackend as _SQLite
     from spillvault.domain.policy import SpillPolicy
     from spillvault.domain.ports import Clock, FileSystem
-
-    from .eventstore import SessionStore
-    from .externalizer import ToolResultExternalizer
-    from .lease_projection import LeaseProjection
-    from .memory_store import MemoryBackend as _Memory
-    from .postgres_store import PostgresBackend as _Postgres
-    from .recovery import ArtifactRecoveryReport
-    from .retention_journal import ArtifactRetentionJournal
-    from .sqlite_store import SQLiteBackend as _SQLite
 
     Backend = _SQLite | _Postgres | _Memory
 
@@ -82,37 +90,21 @@ _READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES})
 
 
 @dataclass
-class Session:
-    """An open session: its directory, store and lock, shared by what uses it."""
+class Session(SessionHandles):
+    """An open session: its handles, and the services built on them."""
 
-    path: str
-    session_id: str
-    store_id: str
-    store_kind: str
-    store: SessionStore
-    lock: SessionLock
-    fs: FileSystem
-    clock: Clock
-    dir_fd: int
-    policy: SpillPolicy | None = None
-    safeguards: Safeguards = field(default_factory=Safeguards)
-    read_only: bool = False
     recovery: ArtifactRecoveryReport | None = field(default=None, init=False)
-    closed: bool = field(default=False, init=False)
     _externalizer: ToolResultExternalizer | None = field(
         default=None, init=False, repr=False
     )
     _journal: ArtifactRetentionJournal | None = field(
         default=None, init=False, repr=False
     )
-    _projection: LeaseProjection | None = field(default=None, init=False, repr=False)
 
     @property
     def externalizer(self) -> ToolResultExternalizer:
         """Return the session's spill gate and page-fault reader (S1, S3)."""
         if self._externalizer is None:
-            from .externalizer import ToolResultExternalizer  # noqa: PLC0415 - cycle
-
             self._externalizer = ToolResultExternalizer(
                 self.path, policy=self.policy, session=self
             )
@@ -123,65 +115,62 @@ class Session:
         """Return the session's retention leases and journal (S4, S5)."""
         if self._journal is None:
             if self.read_only:
-                from .read_only import ReadOnlyRetentionJournal  # noqa: PLC0415
-
                 self._journal = ReadOnlyRetentionJournal(self.path, session=self)
             else:
-                from .retention_journal import (  # noqa: PLC0415 - cycle
-                    ArtifactRetentionJournal,
-                )
-
                 self._journal = ArtifactRetentionJournal(self.path, session=self)
         return self._journal
 
-    def read_only_error(self, action: str) -> ArtifactSessionReadOnlyError:
-        """Return the error refusing `action` on this read-only view."""
-        msg = f"session {self.path} is opened read-only: cannot {action}"
-        return ArtifactSessionReadOnlyError(msg)
-
-    def check_writable(self, action: str) -> None:
-        """Refuse `action` before it starts when this is a read-only view."""
-        if self.read_only:
-            raise self.read_only_error(action)
-
-    def lease_projection(
-        self, create: Callable[[], LeaseProjection]
-    ) -> LeaseProjection:
-        """Return the session's one lease projection, made on first use."""
-        if self._projection is None:
-            self._projection = create()
-        return self._projection
-
-    def close(self) -> None:
-        """Save the lease view; close the store and the directory fd (idempotent)."""
-        if self.closed:
-            return
-        try:
-            if self._projection is not None:
-                self._projection.save()
-        except (OSError, ArtifactLeaseJournalError) as error:
-            # The view is a cache of the event log: the next open replays more.
-            logger.warning("lease view not saved at close: %s", error)
-        finally:
-            self._close_resources()
-
     def _close_resources(self) -> None:
-        self.closed = True
         if self._externalizer is not None:
             self._externalizer.store.close()
-        self.store.close()
-        self.fs.close(self.dir_fd)
+        super()._close_resources()
 
-    def __enter__(self) -> Self:
-        return self
 
-    def __exit__(
+class ToolResultExternalizer(SessionExternalizer):
+    """The seed's spill gate, opened on a session directory (or an open session)."""
+
+    session: Session
+
+    def __init__(
         self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
+        session_dir: str | os.PathLike[str],
+        *,
+        policy: SpillPolicy | None = None,
+        event_store: str | None = None,
+        session: Session | None = None,
     ) -> None:
-        self.close()
+        opened = session or open_session(
+            session_dir, policy=policy, event_store=event_store
+        )
+        super().__init__(opened, policy=policy, owns_session=session is None)
+
+    def tool_definitions(self, format: Format) -> list[dict[str, Any]]:  # noqa: A002
+        """Return the read/grep tools for a model, in "anthropic" or "openai" form."""
+        return model_tools.tool_definitions(format)
+
+    def handle_tool_call(self, name: str, arguments: Mapping[str, Any] | str) -> str:
+        """Run a read/grep tool call; errors come back as text the model can act on."""
+        return model_tools.handle_tool_call(self, name, arguments)
+
+
+class ArtifactRetentionJournal(SessionRetentionJournal):
+    """The seed's retention journal, opened on a session directory (or session)."""
+
+    session: Session
+
+    def __init__(
+        self,
+        session_dir: str | os.PathLike[str],
+        *,
+        event_store: str | None = None,
+        session: Session | None = None,
+    ) -> None:
+        opened = session or open_session(session_dir, event_store=event_store)
+        super().__init__(opened, owns_session=session is None)
+
+
+class ReadOnlyRetentionJournal(RefusingWrites, ArtifactRetentionJournal):
+    """The journal of a session opened with `mode="read"`: reads, refuses writes."""
 
 
 def open_session(  # noqa: PLR0913 - keyword-only injection points

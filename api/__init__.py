@@ -5,24 +5,27 @@ The public names of SPEC's Public API are importable from here.
 
 from importlib.metadata import PackageNotFoundError, version
 
-from spillvault.adapters.externalizer import (
-    ExternalizedToolResult,
-    GateOutcome,
-    ToolResultExternalizer,
-)
-from spillvault.adapters.memory_owner import InMemoryOwner
-from spillvault.adapters.messages import gate_messages
-from spillvault.adapters.microcompact import (
+from spillvault.adapters.harness.messages import gate_messages
+from spillvault.adapters.harness.microcompact import (
     ContextPolicy,
     ContextReport,
     MicrocompactReport,
     microcompact,
     prepare_context,
 )
-from spillvault.adapters.owner_common import ArtifactOwnerError
-from spillvault.adapters.retention_journal import ArtifactRetentionJournal
-from spillvault.adapters.session import Session, open_session
-from spillvault.adapters.sqlite_owner import SQLiteOwner
+from spillvault.adapters.owners.memory_owner import InMemoryOwner
+from spillvault.adapters.owners.owner_common import ArtifactOwnerError
+from spillvault.adapters.owners.sqlite_owner import SQLiteOwner
+from spillvault.adapters.services.externalizer import (
+    ExternalizedToolResult,
+    GateOutcome,
+)
+from spillvault.adapters.session import (
+    ArtifactRetentionJournal,
+    Session,
+    ToolResultExternalizer,
+    open_session,
+)
 from spillvault.domain import (
     BASH_MAX_OUTPUT_LENGTH,
     DEFAULT_ORPHAN_TTL_SECONDS,
@@ -64,14 +67,15 @@ from spillvault.domain.cleanup import (
     ArtifactCleanupPlan,
     ArtifactCleanupReport,
 )
-from spillvault.domain.policy import SizeUnit, SpillPolicy, ToolLimit
+from spillvault.domain.enums import SizeUnit
+from spillvault.domain.policy import SpillPolicy, ToolLimit
 from spillvault.domain.reading import GrepMatch, GrepResult
 
 
 def __getattr__(name: str) -> object:
     """Import `PostgresOwner` on first use: it needs the `postgres` extra."""
     if name == "PostgresOwner":
-        from spillvault.adapters.postgres_owner import PostgresOwner  # noqa: PLC0415
+        from spillvault.adapters.owners.postgres_owner import PostgresOwner  # noqa: PLC0415
 
         return PostgresOwner
     msg = f"module {__name__!r} has no attribute {name!r}"

@@ -33,7 +33,7 @@ import time
 import timeit
 from typing import TYPE_CHECKING
 
-from spillvault.adapters.fs import OS_FILESYSTEM
+from spillvault.adapters.storage.fs import OS_FILESYSTEM
 
 from hostfacts import fs_type, load_average
 

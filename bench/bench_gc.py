@@ -103,13 +103,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from spillvault.adapters.gc import (
+from spillvault.adapters.services.gc import (
     apply_cleanup_from_journal,
     plan_cleanup_from_journal,
 )
-from spillvault.adapters.layout import QUARANTINE_DIR, TOOL_RESULTS_DIR
-from spillvault.adapters.lease_projection import session_projection
+from spillvault.adapters.services.lease_projection import session_projection
 from spillvault.adapters.session import Session, open_session
+from spillvault.adapters.storage.layout import QUARANTINE_DIR, TOOL_RESULTS_DIR
 from spillvault.domain.values import ArtifactCleanupPolicy
 
 from hostfacts import fs_type, load_average

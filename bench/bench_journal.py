@@ -91,9 +91,8 @@ import time
 from dataclasses import dataclass
 from importlib import metadata
 
-from spillvault.adapters.lease_projection import SAVE_EVERY
-from spillvault.adapters.memory_owner import InMemoryOwner
-from spillvault.adapters.retention_journal import session_projection
+from spillvault.adapters.owners.memory_owner import InMemoryOwner
+from spillvault.adapters.services.lease_projection import SAVE_EVERY, session_projection
 from spillvault.adapters.session import open_session
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.enums import ArtifactLeasePhase, ArtifactReferencePresence

@@ -39,9 +39,9 @@ import tempfile
 import time
 from typing import TYPE_CHECKING, TypeVar
 
-from spillvault.adapters.artifact_store import LocalArtifactStore
-from spillvault.adapters.reader import ArtifactReader
+from spillvault.adapters.services.reader import ArtifactReader
 from spillvault.adapters.session import open_session
+from spillvault.adapters.storage.artifact_store import LocalArtifactStore
 from spillvault.domain.constants import CHUNK_SIZE
 
 if TYPE_CHECKING:

@@ -71,8 +71,8 @@ import timeit
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from spillvault.adapters.externalizer import ToolResultExternalizer
-from spillvault.domain.policy import SizeUnit
+from spillvault.adapters.session import ToolResultExternalizer
+from spillvault.domain.enums import SizeUnit
 
 from hostfacts import fs_type, load_average
 

@@ -66,3 +66,11 @@ class ArtifactCleanupStatus(StrEnum):
     DELETED = "deleted"
     ALREADY_MISSING = "already_missing"
     RACE_DETECTED = "race_detected"
+
+
+class SizeUnit(StrEnum):
+    """The unit a limit and its preview budget are measured in."""
+
+    CHARS = "chars"
+    BYTES = "bytes"
+    TOKENS = "tokens"

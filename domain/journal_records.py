@@ -1,6 +1,6 @@
 """Journal records (S4.5, J1, J2, J5): the canonical line codec and the chain verifier.
 
-Pure: bytes in, records out; the file itself is `spillvault.adapters.journal_file`.
+Pure: bytes in, records out; the file is `spillvault.adapters.storage.journal_file`.
 
 A record is one line of canonical JSON (J1): `json.dumps(..., sort_keys=True,
 separators=(",", ":"), ensure_ascii=True, allow_nan=False)` plus a newline. Its

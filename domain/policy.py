@@ -6,14 +6,15 @@ import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Final
 
 from .bounds import MAX_SIZE, integer_problem, number_problem, shown
 from .constants import BASH_MAX_OUTPUT_LENGTH, TOOL_RESULT_THRESHOLD_KB
+from .enums import SizeUnit
 from .errors import SpillPolicyError
 from .key_line_match import KeyLineMatcher, compile_key_line_patterns
+from .notice import worst_fixed_size
 
 TokenCounter = Callable[[str], int]
 
@@ -46,14 +47,6 @@ limit = 30000
 unit = "chars"
 preview_budget = 30000
 """
-
-
-class SizeUnit(StrEnum):
-    """The unit a limit and its preview budget are measured in."""
-
-    CHARS = "chars"
-    BYTES = "bytes"
-    TOKENS = "tokens"
 
 
 # Four disjoint classes (ASCII letters, ASCII digits, whitespace, anything else),
@@ -290,9 +283,6 @@ class SpillPolicy:
 
     def _fit_problems(self) -> list[str]:
         """Name each budget too small for the worst-case header and notice."""
-        # preview builds on this module; importing it late breaks the cycle.
-        from .preview import worst_fixed_size  # noqa: PLC0415
-
         problems = []
         checks = [("default", DEFAULT_TOOL_PLACEHOLDER, self.default_limit)]
         checks += [(f"tools.{n}", n, lim) for n, lim in self.tool_limits.items()]

@@ -19,48 +19,27 @@
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from .enums import SizeUnit
+from .graphemes import back_off_cluster, forward_off_cluster
 from .key_lines import KeyLine, scan_region
-from .policy import SizeUnit
-from .summary import SUMMARY_LIMIT
+from .notice import (
+    PreviewSource,
+    render_header,
+    render_key_lines,
+    render_notice,
+    widest_notice,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from .policy import SpillPolicy
 
-KEY_LINE_SHOWN_CHARS: Final = 200
-MAX_DIGITS: Final = 20  # any count below 2**64
-SESSION_NAME_MAX: Final = 255  # NAME_MAX: the session id is one path component
 LINE_END_WINDOW: Final = 1024  # how far a cut may move to land on a line end
-CLUSTER_BACKOFF: Final = 32  # how far a cut may move to leave a combining sequence
 _ROUNDS: Final = 64
-
-_ZWJ: Final = "\u200d"
-_BREAKING: Final = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-@dataclass(frozen=True)
-class PreviewSource:
-    """What the header and notice say about the stored artifact."""
-
-    source_id: str
-    summary: str
-    tool_name: str
-    content_sha256: str
-    handle: str
-    hint: str
-    # Lines: the number of "\n" plus one when the output is non-empty and does
-    # not end with "\n" (used to number the tail when only windows are given).
-    total_lines: int
-    total_bytes: int
-    tool_use_id: str | None = None
-    is_error: bool = False
-    partial: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,158 +52,6 @@ class PreviewText:
     key_lines: tuple[KeyLine, ...] = ()
 
 
-def _escape(text: str) -> str:
-    """Show an identifier on one line, faithfully (control characters escaped)."""
-    return _BREAKING.sub(
-        lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}",
-        text,
-    )
-
-
-def render_header(source: PreviewSource) -> str:
-    """Return the provenance header: two lines, each ending in a newline."""
-    parts = [
-        f"[tool result stored as {_escape(source.source_id)}",
-        f"tool: {_escape(source.tool_name)}",
-        f"sha256: {_escape(source.content_sha256)}",
-    ]
-    if source.tool_use_id is not None:
-        parts.append(f"tool_use_id: {_escape(source.tool_use_id)}")
-    if source.is_error:
-        parts.append("is_error: true")
-    if source.partial:
-        parts.append("partial: the stored output is incomplete")
-    # The worst case assumes at most SUMMARY_LIMIT characters; hold to it.
-    summary = _BREAKING.sub(" ", _clip(source.summary, SUMMARY_LIMIT))
-    return "; ".join(parts) + f"]\n[summary: {summary}]\n"
-
-
-def render_notice(
-    source: PreviewSource,
-    omitted_lines: int,
-    omitted_units: int,
-    unit: SizeUnit,
-    *,
-    first_line: int | None = None,
-) -> str:
-    """Return the one notice line (ending in a newline): what is omitted, where."""
-    span = None
-    if first_line is not None and omitted_lines > 0:
-        span = (first_line, first_line + omitted_lines - 1)
-    return _notice(source, omitted_lines, omitted_units, unit, span)
-
-
-def _notice(
-    source: PreviewSource,
-    omitted_lines: int,
-    omitted_units: int,
-    unit: SizeUnit,
-    span: tuple[int, int] | None,
-) -> str:
-    """Render the notice; the line span is separate so its widest can be priced."""
-    where = "" if span is None else f" (lines {span[0]}-{span[1]})"
-    return (
-        f"[... {omitted_units} {unit} omitted, {omitted_lines} lines{where}; "
-        f"full output: {_escape(source.handle)}; {_escape(source.hint)}]\n"
-    )
-
-
-def render_key_lines(key_lines: Iterable[KeyLine]) -> str:
-    """Return the key-line block ("" when there are none)."""
-    shown = [f"line {number}: {_show_line(text)}\n" for number, text in key_lines]
-    if not shown:
-        return ""
-    return f"[key lines from the omitted part: {len(shown)}]\n" + "".join(shown)
-
-
-def _show_line(text: str) -> str:
-    """Clip a key line for display; it must stay one line."""
-    text = text.removesuffix("\r").replace("\n", " ")
-    if len(text) <= KEY_LINE_SHOWN_CHARS:
-        return text
-    return text[: _back_off_cluster(text, KEY_LINE_SHOWN_CHARS)] + "..."
-
-
-def _clip(text: str, limit: int) -> str:
-    """Return at most `limit` characters of `text`, never half a surrogate pair."""
-    if len(text) <= limit:
-        return text
-    return text[: _back_off_cluster(text, limit)]
-
-
-def _fill(fill: str, size_bytes: int) -> str:
-    """Return a string of exactly `size_bytes` UTF-8 bytes made mostly of `fill`."""
-    width = len(fill.encode("utf-8", "surrogatepass"))
-    count = size_bytes // width
-    return fill * count + "!" * (size_bytes - count * width)
-
-
-def worst_fixed_size(  # noqa: PLR0913 - the call's facts, all keyword-only
-    policy: SpillPolicy,
-    tool_name: str,
-    unit: SizeUnit,
-    *,
-    tool_use_id: str | None = None,
-    is_error: bool = False,
-    session_id: str | None = None,
-) -> int:
-    """Return the largest header + separator + notice a call can need, in `unit`."""
-    # Handles and hints are bounded in rendered UTF-8 bytes, the summary in
-    # characters, every count by MAX_DIGITS digits; without a session id its name
-    # may take NAME_MAX bytes. Fills that maximise characters ("!") and bytes
-    # (astral) make it exact for chars and bytes; for tokens it is the largest
-    # count over a few fills (exact for the default counter, where "!" is worst).
-    fills = ["!", "\U0001f600"]
-    if unit == SizeUnit.TOKENS:
-        fills += ["a", "0", " ", "\u5b57", "\u0301", "\u00e9"]
-    nines = int("9" * MAX_DIGITS)
-    hexish = "0a" * 32  # a digest whose every character is a token of its own
-    worst = 0
-    for fill in fills:
-        session = (
-            session_id if session_id is not None else _fill(fill, SESSION_NAME_MAX)
-        )
-        source = PreviewSource(
-            source_id=f"artifact:{session}:tool_result_{nines}.txt:{hexish[:12]}",
-            summary=fill * SUMMARY_LIMIT,
-            tool_name=tool_name,
-            content_sha256=hexish,
-            handle=_fill(fill, policy.max_handle_length),
-            hint=_fill(fill, policy.max_hint_length),
-            total_lines=nines,
-            total_bytes=nines,
-            tool_use_id=tool_use_id,
-            is_error=is_error,
-            partial=True,
-        )
-        header = render_header(source)
-        for notice_unit in {unit, SizeUnit.BYTES}:
-            notice = _notice(source, nines, nines, notice_unit, (nines, nines))
-            worst = max(worst, policy.measure(header + "\n" + notice, unit))
-    return worst
-
-
-def fixed_parts_fit(
-    policy: SpillPolicy,
-    tool_name: str,
-    *,
-    tool_use_id: str | None = None,
-    is_error: bool = False,
-    session_id: str | None = None,
-) -> bool:
-    """Tell whether the worst-case header and notice fit the tool's budget (S1.2.4)."""
-    limit = policy.limit_for(tool_name)
-    worst = worst_fixed_size(
-        policy,
-        tool_name,
-        limit.unit,
-        tool_use_id=tool_use_id,
-        is_error=is_error,
-        session_id=session_id,
-    )
-    return worst <= limit.budget
-
-
 def _select(candidates: Iterable[KeyLine], count: int) -> list[KeyLine]:
     """Pick up to `count` lines: the earlier half first, then the latest ones."""
     ordered = sorted(dict(candidates).items())
@@ -235,49 +62,6 @@ def _select(candidates: Iterable[KeyLine], count: int) -> list[KeyLine]:
 
 
 # ---------------------------------------------------------------- cutting
-
-
-def _inside_cluster(text: str, index: int) -> bool:
-    """Tell whether cutting before text[index] would split what belongs together."""
-    if index <= 0 or index >= len(text):
-        return False
-    before, char = text[index - 1], text[index]
-    if "\udc00" <= char <= "\udfff" and "\ud800" <= before <= "\udbff":
-        return True
-    if before == "\r" and char == "\n":
-        return True
-    if _ZWJ in (before, char) or "\U0001f3fb" <= char <= "\U0001f3ff":
-        return True
-    return unicodedata.category(char).startswith("M")
-
-
-def _splits_pair(text: str, index: int) -> bool:
-    """Tell whether a cut before text[index] splits a surrogate pair."""
-    return (
-        0 < index < len(text)
-        and "\ud800" <= text[index - 1] <= "\udbff"
-        and "\udc00" <= text[index] <= "\udfff"
-    )
-
-
-def _back_off_cluster(text: str, index: int) -> int:
-    """Move a cut backwards off a grapheme-like cluster, a little at most."""
-    cut = index
-    for _ in range(CLUSTER_BACKOFF):
-        if not _inside_cluster(text, cut):
-            return cut
-        cut -= 1
-    return index - 1 if _splits_pair(text, index) else index
-
-
-def _forward_off_cluster(text: str, index: int) -> int:
-    """Move a cut forwards off a grapheme-like cluster, a little at most."""
-    cut = index
-    for _ in range(CLUSTER_BACKOFF):
-        if not _inside_cluster(text, cut):
-            return cut
-        cut += 1
-    return index + 1 if _splits_pair(text, index) else index
 
 
 def _complete_prefix(data: bytes) -> bytes:
@@ -361,7 +145,7 @@ def _head_cut(text: str, index: int) -> int:
     newline = text.rfind("\n", index - min(LINE_END_WINDOW, index // 4), index)
     if newline >= 0:
         return newline + 1
-    return _back_off_cluster(text, index)
+    return back_off_cluster(text, index)
 
 
 def _tail_cut(text: str, index: int, low: int) -> int:
@@ -375,7 +159,7 @@ def _tail_cut(text: str, index: int, low: int) -> int:
     newline = text.find("\n", index, index + window)
     if 0 <= newline < end - 1:  # keep a non-empty tail
         return newline + 1
-    return _forward_off_cluster(text, index)
+    return forward_off_cluster(text, index)
 
 
 # ---------------------------------------------------------------- building
@@ -517,9 +301,7 @@ def build_preview(text: PreviewText, source: PreviewSource, policy: SpillPolicy)
     # Every count shown is at most its total (a line span only appears when some
     # line is left out, so its ends are at most the line count).
     lines = _nines(build.total_lines)
-    widest = _notice(
-        source, lines, _nines(build.total_units), build.notice_unit, (lines, lines)
-    )
+    widest = widest_notice(source, lines, _nines(build.total_units), build.notice_unit)
     fixed = build.size(render_header(source) + "\n" + widest)
     room = build.cap - fixed
     if room < 0:

@@ -59,7 +59,7 @@ from support.dates import fixed
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from spillvault.adapters.eventstore import SessionStore
+    from spillvault.adapters.storage.eventstore import SessionStore
     from spillvault.specs import SpecTransition
 
 N = TypeVar("N")

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from spillvault.adapters.artifact_store import TMP_PREFIX, LocalArtifactStore
-from spillvault.adapters.content_writer import OVERLAP_MIN, ContentHasher
-from spillvault.adapters.fs import OsFileSystem
 from spillvault.adapters.session import open_session
+from spillvault.adapters.storage.artifact_store import TMP_PREFIX, LocalArtifactStore
+from spillvault.adapters.storage.content_writer import OVERLAP_MIN, ContentHasher
+from spillvault.adapters.storage.fs import OsFileSystem
 from spillvault.domain.artifact import Artifact
 from spillvault.domain.constants import CHUNK_SIZE
 from spillvault.domain.errors import ArtifactAccessError, ArtifactLeaseJournalError
@@ -891,7 +891,7 @@ MEMORY_PROBE = textwrap.dedent(
     """
     import os, sys
     from spillvault.adapters.session import open_session
-    from spillvault.adapters.artifact_store import LocalArtifactStore
+    from spillvault.adapters.storage.artifact_store import LocalArtifactStore
 
     def hwm_kib():
         with open("/proc/self/status") as status:

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from spillvault.adapters.fs import OsFileSystem
-from spillvault.adapters.gc import (
+from spillvault.adapters.services.gc import (
     apply_cleanup_from_journal,
     plan_cleanup_from_journal,
 )
 from spillvault.adapters.session import Session, open_session
+from spillvault.adapters.storage.fs import OsFileSystem
 from spillvault.domain.enums import ArtifactCleanupStatus
 from spillvault.domain.values import ArtifactCleanupPolicy
 

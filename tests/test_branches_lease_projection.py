@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from eventsourcing.utils import register_topic
 
-from spillvault.adapters.fs import OsFileSystem
-from spillvault.adapters.lease_projection import session_projection
+from spillvault.adapters.services.lease_projection import session_projection
 from spillvault.adapters.session import Session, open_session
+from spillvault.adapters.storage.fs import OsFileSystem
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.errors import ArtifactLeaseJournalError
 from spillvault.domain.journal_records import decode_line, encode, make_record

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from spillvault.adapters.artifact_store import TMP_PREFIX, LocalArtifactStore
-from spillvault.adapters.fs import OsFileSystem
-from spillvault.adapters.layout import MARKER_NAME
-from spillvault.adapters.recovery import recover_artifacts
+from spillvault.adapters.services.recovery import recover_artifacts
 from spillvault.adapters.session import Session, open_session
+from spillvault.adapters.storage.artifact_store import TMP_PREFIX, LocalArtifactStore
+from spillvault.adapters.storage.fs import OsFileSystem
+from spillvault.adapters.storage.layout import MARKER_NAME
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 
 from support.fakes import FakeClock

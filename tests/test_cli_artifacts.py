@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spillvault.adapters.cli import main as cli_main
+from spillvault.adapters.cli.main import main as cli_main
 from spillvault.adapters.session import open_session
 
 SCRIPT = str(Path(sys.executable).parent / "spillvault")

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from spillvault.adapters.cli import main as cli_main
-from spillvault.adapters.cli_gc import ProgressLine
-from spillvault.adapters.fs import OsFileSystem
+from spillvault.adapters.cli.gc import ProgressLine
+from spillvault.adapters.cli.main import main as cli_main
 from spillvault.adapters.session import open_session
+from spillvault.adapters.storage.fs import OsFileSystem
 
 if TYPE_CHECKING:
     from pathlib import Path

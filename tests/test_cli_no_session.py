@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from spillvault.adapters.cli import main as cli_main
+from spillvault.adapters.cli.main import main as cli_main
+from spillvault.adapters.owners.sqlite_owner import SQLiteOwner
 from spillvault.adapters.session import MARKER_NAME, open_session
-from spillvault.adapters.sqlite_owner import SQLiteOwner
 from spillvault.domain.errors import (
     ArtifactAccessError,
     ArtifactLeaseJournalError,

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from spillvault.adapters.eventstore import retrying
 from spillvault.adapters.session import open_session
+from spillvault.adapters.storage.eventstore import retrying
 from spillvault.domain.errors import ArtifactLeaseJournalError, ArtifactStoreConflict
 
 from support.leases import T0, transaction

@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import TYPE_CHECKING, Any
 
-from spillvault.adapters.sqlite_owner import SQLiteOwner
+from spillvault.adapters.owners.sqlite_owner import SQLiteOwner
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.values import parse_artifact_source_id
 
@@ -771,7 +771,7 @@ def test_sigkill_cycles_lose_nothing_acknowledged(tmp_path: Path) -> None:
 RELEASE_AND_DIE = textwrap.dedent(
     """
     import os, signal, sys
-    from spillvault.adapters.fs import OsFileSystem
+    from spillvault.adapters.storage.fs import OsFileSystem
     from spillvault.adapters.session import open_session
 
     class DieInKeepAside(OsFileSystem):

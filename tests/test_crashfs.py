@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from spillvault.adapters.fs import OsFileSystem, write_all
 from spillvault.adapters.session import open_session
+from spillvault.adapters.storage.fs import OsFileSystem, write_all
 
 from support.crashfs import CHOICES, CrashFS, SimulatedCrash, tree_of
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from spillvault.adapters.fs import (
+from spillvault.adapters.storage.fs import (
     OS_FILESYSTEM,
     OsFileSystem,
     create_private_file,

@@ -20,10 +20,10 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from spillvault.adapters.externalizer import GateOutcome, ToolResultExternalizer
-from spillvault.adapters.session import open_session
+from spillvault.adapters.session import ToolResultExternalizer, open_session
+from spillvault.domain.enums import SizeUnit
 from spillvault.domain.errors import SpillPolicyError
-from spillvault.domain.policy import SizeUnit, SpillPolicy
+from spillvault.domain.policy import SpillPolicy
 
 from support.child import json_from_child
 from support.faults import FailingFS, mounted_tmpfs
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
+    from spillvault.adapters.services.externalizer import GateOutcome
     from spillvault.adapters.session import Session
     from spillvault.domain.values import ArtifactReference
 
@@ -578,7 +579,7 @@ def test_key_lines_from_the_middle_point_at_their_real_line(
 # Run in a child: a regression to a backtracking engine would hang, not fail.
 GATE_IN_CHILD = """
     import json, sys
-    from spillvault.adapters.externalizer import ToolResultExternalizer
+    from spillvault.adapters.session import ToolResultExternalizer
     from spillvault.domain.policy import SpillPolicy
     session, patterns, text = json.load(sys.stdin)
     policy = SpillPolicy.from_mapping({"key_line_patterns": patterns})

@@ -28,9 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from spillvault.adapters.externalizer import ToolResultExternalizer
-from spillvault.adapters.retention_journal import ArtifactRetentionJournal
-from spillvault.adapters.session import Session, open_session
+from spillvault.adapters.session import (
+    ArtifactRetentionJournal,
+    Session,
+    ToolResultExternalizer,
+    open_session,
+)
 from spillvault.domain.cleanup import (
     ArtifactCleanupDecision,
     ArtifactCleanupPlan,

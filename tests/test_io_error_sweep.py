@@ -31,9 +31,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from spillvault.adapters.memory_owner import InMemoryOwner
-from spillvault.adapters.retention_journal import ArtifactRetentionJournal
-from spillvault.adapters.session import open_session
+from spillvault.adapters.owners.memory_owner import InMemoryOwner
+from spillvault.adapters.session import ArtifactRetentionJournal, open_session
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.enums import ArtifactLeasePhase
 from spillvault.domain.errors import ArtifactLeaseJournalError

@@ -14,8 +14,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from spillvault.adapters.fs import OsFileSystem
-from spillvault.adapters.journal_file import TAIL_BLOCK, JournalFile, JournalTail
+from spillvault.adapters.storage.fs import OsFileSystem
+from spillvault.adapters.storage.journal_file import (
+    TAIL_BLOCK,
+    JournalFile,
+    JournalTail,
+)
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.errors import ArtifactLeaseJournalError
 from spillvault.domain.journal_records import (

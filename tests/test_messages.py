@@ -22,20 +22,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spillvault.adapters.lease_projection import session_projection
-from spillvault.adapters.messages import (
+from spillvault.adapters.harness.messages import (
     gate_messages,
     iter_tool_results,
     replace_tool_results,
     text_of,
 )
+from spillvault.adapters.services.lease_projection import session_projection
 from spillvault.adapters.session import open_session
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from spillvault.adapters.externalizer import ToolResultExternalizer
-    from spillvault.adapters.session import Session
+    from spillvault.adapters.session import Session, ToolResultExternalizer
 
 HUGE = 70_000  # over both default limits (bash 30,000 chars, others 51,200 bytes)
 HEADER_START = "[tool result stored as artifact:"

@@ -27,8 +27,12 @@ from test_messages import (
     text,
 )
 
-from spillvault.adapters.messages import gate_messages, iter_tool_results, text_of
-from spillvault.adapters.microcompact import (
+from spillvault.adapters.harness.messages import (
+    gate_messages,
+    iter_tool_results,
+    text_of,
+)
+from spillvault.adapters.harness.microcompact import (
     ContextPolicy,
     canonical_json,
     history_size,
@@ -45,8 +49,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
-    from spillvault.adapters.externalizer import ToolResultExternalizer
-    from spillvault.adapters.session import Session
+    from spillvault.adapters.session import Session, ToolResultExternalizer
 
 HANDLE = re.compile(r"full output: (\S+);")
 

@@ -11,7 +11,7 @@ from anthropic.types import ToolParam
 from openai.types.chat import ChatCompletionToolParam
 from pydantic import TypeAdapter
 
-from spillvault.adapters.model_tools import GREP_TOOL, MAX_READ_LIMIT, READ_TOOL
+from spillvault.adapters.harness.model_tools import GREP_TOOL, MAX_READ_LIMIT, READ_TOOL
 from spillvault.adapters.session import Session, open_session
 
 if TYPE_CHECKING:

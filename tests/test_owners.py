@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from spillvault.adapters import owner_conformance
-from spillvault.adapters.memory_owner import InMemoryOwner
-from spillvault.adapters.owner_common import ArtifactOwnerError
-from spillvault.adapters.postgres_owner import ATTEMPTS, PostgresOwner
-from spillvault.adapters.sqlite_owner import SQLiteOwner
+from spillvault.adapters.owners.memory_owner import InMemoryOwner
+from spillvault.adapters.owners.owner_common import ArtifactOwnerError
+from spillvault.adapters.owners.postgres_owner import ATTEMPTS, PostgresOwner
+from spillvault.adapters.owners.sqlite_owner import SQLiteOwner
 from spillvault.domain.enums import ArtifactReferencePresence
 from spillvault.domain.errors import (
     ArtifactOwnerGenerationChanged,
     ArtifactPublicationRejected,
 )
+from spillvault.testing import owners as owner_conformance
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

@@ -10,19 +10,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spillvault.adapters.policy_file import load_policy_file
+from spillvault.adapters.cli.policy_file import load_policy_file
 from spillvault.domain.constants import (
     BASH_MAX_OUTPUT_LENGTH,
     HEAD_BYTES,
     TAIL_BYTES,
     TOOL_RESULT_THRESHOLD_KB,
 )
+from spillvault.domain.enums import SizeUnit
 from spillvault.domain.errors import SpillPolicyError
 from spillvault.domain.policy import (
     DEFAULT_KEY_LINE_PATTERNS,
     EXAMPLE_TOML,
     SCREEN_WORDS,
-    SizeUnit,
     SpillPolicy,
     ToolLimit,
     default_token_counter,

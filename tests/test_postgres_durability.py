@@ -20,9 +20,12 @@ from uuid import UUID
 
 import pytest
 
-from spillvault.adapters.postgres_owner import PostgresOwner
-from spillvault.adapters.postgres_store import PostgresBackend, synchronous_options
+from spillvault.adapters.owners.postgres_owner import PostgresOwner
 from spillvault.adapters.session import open_session
+from spillvault.adapters.storage.postgres_store import (
+    PostgresBackend,
+    synchronous_options,
+)
 from spillvault.domain.enums import (
     ArtifactLeasePhase,
     ArtifactReconciliationStatus,

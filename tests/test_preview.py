@@ -11,24 +11,24 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spillvault.domain.enums import SizeUnit
+from spillvault.domain.graphemes import CLUSTER_BACKOFF
 from spillvault.domain.key_lines import (
     KEY_LINE_SCAN_BYTES,
     KEY_LINE_SCAN_CHARS,
     KeyLineScanner,
     scan_key_lines,
 )
-from spillvault.domain.policy import SizeUnit, SpillPolicy, ToolLimit
-from spillvault.domain.preview import (
-    CLUSTER_BACKOFF,
+from spillvault.domain.notice import (
     PreviewSource,
-    PreviewText,
     _escape,
-    build_preview,
     fixed_parts_fit,
     render_header,
     render_notice,
     worst_fixed_size,
 )
+from spillvault.domain.policy import SpillPolicy, ToolLimit
+from spillvault.domain.preview import PreviewText, build_preview
 
 HANDLE = "/s/tool-results/tool_result_001.txt\u2042"  # the mark makes it unique
 HINT = "read with read_artifact(handle, offset, limit) or grep_artifact"

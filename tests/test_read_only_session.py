@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from spillvault.adapters import session as session_module
-from spillvault.adapters.cli import main as cli_main
-from spillvault.adapters.fs import OsFileSystem
+from spillvault.adapters.cli.main import main as cli_main
+from spillvault.adapters.owners.sqlite_owner import SQLiteOwner
 from spillvault.adapters.session import open_session
-from spillvault.adapters.sqlite_owner import SQLiteOwner
+from spillvault.adapters.storage.fs import OsFileSystem
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.enums import ArtifactLeasePhase
 from spillvault.domain.errors import (

@@ -23,10 +23,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spillvault.adapters.artifact_store import LocalArtifactStore
-from spillvault.adapters.fs import READ_FLAGS, OsFileSystem
-from spillvault.adapters.reader import _REGEX_WORKER, ArtifactReader, RegexTimeoutError
+from spillvault.adapters.services.reader import (
+    _REGEX_WORKER,
+    ArtifactReader,
+    RegexTimeoutError,
+)
 from spillvault.adapters.session import open_session
+from spillvault.adapters.storage.artifact_store import LocalArtifactStore
+from spillvault.adapters.storage.fs import READ_FLAGS, OsFileSystem
 from spillvault.domain.artifact import Artifact, ArtifactContent
 from spillvault.domain.constants import CHUNK_SIZE
 from spillvault.domain.errors import ArtifactAccessError, ArtifactIntegrityError

@@ -38,9 +38,9 @@ from typing import Any
 
 import pytest
 
-from spillvault.adapters.lease_projection import session_projection
+from spillvault.adapters.owners.sqlite_owner import SQLiteOwner
+from spillvault.adapters.services.lease_projection import session_projection
 from spillvault.adapters.session import Session, open_session
-from spillvault.adapters.sqlite_owner import SQLiteOwner
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.enums import ArtifactCleanupStatus, ArtifactState
 from spillvault.domain.errors import ArtifactLeaseJournalError
@@ -638,7 +638,7 @@ UNPRIVILEGED_STEPS = textwrap.dedent(
     import json, sys
     from datetime import UTC, datetime, timedelta
     from spillvault.adapters.session import open_session
-    from spillvault.adapters.sqlite_owner import SQLiteOwner
+    from spillvault.adapters.owners.sqlite_owner import SQLiteOwner
     from spillvault.domain.values import ArtifactCleanupPolicy, ArtifactRetentionClaim
 
     session_dir, owner_path, *steps = sys.argv[1:]

@@ -14,12 +14,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from spillvault.adapters.cli import main as cli_main
-from spillvault.adapters.memory_owner import InMemoryOwner
-from spillvault.adapters.postgres_owner import PostgresOwner
-from spillvault.adapters.retention_journal import ArtifactRetentionJournal
-from spillvault.adapters.session import Session, open_session
-from spillvault.adapters.sqlite_owner import SQLiteOwner
+from spillvault.adapters.cli.main import main as cli_main
+from spillvault.adapters.owners.memory_owner import InMemoryOwner
+from spillvault.adapters.owners.postgres_owner import PostgresOwner
+from spillvault.adapters.owners.sqlite_owner import SQLiteOwner
+from spillvault.adapters.session import ArtifactRetentionJournal, Session, open_session
 from spillvault.domain.enums import ArtifactLeasePhase, ArtifactReconciliationStatus
 from spillvault.domain.errors import (
     ArtifactLeaseJournalError,
@@ -442,9 +441,9 @@ def test_a_store_failure_while_releasing_is_not_reported_as_already_decided(
 CRASHING_CHILD = textwrap.dedent(
     """
     import os, sys
-    from spillvault.adapters.retention_journal import ArtifactRetentionJournal
+    from spillvault.adapters.session import ArtifactRetentionJournal
     from spillvault.adapters.session import open_session
-    from spillvault.adapters.sqlite_owner import SQLiteOwner
+    from spillvault.adapters.owners.sqlite_owner import SQLiteOwner
     from spillvault.domain.values import ArtifactRetentionClaim
 
     session_dir, owner_path, crash_at, step = sys.argv[1:5]

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from spillvault.adapters.artifact_store import LocalArtifactStore
-from spillvault.adapters.recovery import (
+from spillvault.adapters.services.recovery import (
     ArtifactRecoveryReport,
     artifact_filenames,
     recover_artifacts,
 )
 from spillvault.adapters.session import open_session
+from spillvault.adapters.storage.artifact_store import LocalArtifactStore
 from spillvault.domain.constants import CHUNK_SIZE
 
 from support.fakes import FakeClock
@@ -274,7 +274,7 @@ CHILD = textwrap.dedent(
     """
     import sys, time
     from spillvault.adapters.session import open_session
-    from spillvault.adapters.artifact_store import LocalArtifactStore
+    from spillvault.adapters.storage.artifact_store import LocalArtifactStore
 
     mode, path = sys.argv[1], sys.argv[2]
     session = open_session(path)

@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from spillvault.adapters import lease_projection
-from spillvault.adapters.cli import main as cli_main
-from spillvault.adapters.journal_file import JournalFile
-from spillvault.adapters.retention_journal import ArtifactRetentionJournal
-from spillvault.adapters.session import Session, open_session
+from spillvault.adapters.cli.main import main as cli_main
+from spillvault.adapters.services import lease_projection
+from spillvault.adapters.session import ArtifactRetentionJournal, Session, open_session
+from spillvault.adapters.storage.journal_file import JournalFile
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.enums import ArtifactLeasePhase
 from spillvault.domain.errors import (

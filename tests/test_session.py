@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from spillvault.adapters.fs import OsFileSystem
-from spillvault.adapters.memory_store import forget_memory_store
 from spillvault.adapters.session import MARKER_NAME, open_session
+from spillvault.adapters.storage.fs import OsFileSystem
+from spillvault.adapters.storage.memory_store import forget_memory_store
 from spillvault.domain.errors import ArtifactAccessError, ArtifactLeaseJournalError
 from spillvault.domain.numbering import ARTIFACT_NUMBERS_ID
 

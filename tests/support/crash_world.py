@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from spillvault.adapters.memory_owner import InMemoryOwner
-from spillvault.adapters.owner_common import RecordState
+from spillvault.adapters.owners.memory_owner import InMemoryOwner
+from spillvault.adapters.owners.owner_common import RecordState
 from spillvault.adapters.session import Session, open_session
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.enums import ArtifactCleanupStatus, ArtifactLeasePhase
@@ -60,8 +60,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
-    from spillvault.adapters.fs import OsFileSystem
-    from spillvault.adapters.owner_common import OwnerRecord, RecordSlot
+    from spillvault.adapters.owners.owner_common import OwnerRecord, RecordSlot
+    from spillvault.adapters.storage.fs import OsFileSystem
     from spillvault.domain.cleanup import ArtifactCleanupPlan, ArtifactCleanupReport
     from spillvault.domain.values import (
         ArtifactMemoryReference,

@@ -104,7 +104,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
-from spillvault.adapters.fs import OsFileSystem
+from spillvault.adapters.storage.fs import OsFileSystem
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence

@@ -6,7 +6,7 @@ import threading
 from datetime import datetime, timedelta
 from typing import Any
 
-from spillvault.adapters.fs import OsFileSystem
+from spillvault.adapters.storage.fs import OsFileSystem
 
 from support.dates import fixed
 

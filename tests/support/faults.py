@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
-from spillvault.adapters.fs import OsFileSystem
+from spillvault.adapters.storage.fs import OsFileSystem
 
 from support.pgserver import in_ci
 

@@ -13,9 +13,9 @@ import threading
 import traceback
 from typing import Any
 
-from spillvault.adapters.fs import OsFileSystem
-from spillvault.adapters.gc import apply_cleanup_from_journal
+from spillvault.adapters.services.gc import apply_cleanup_from_journal
 from spillvault.adapters.session import open_session
+from spillvault.adapters.storage.fs import OsFileSystem
 from spillvault.domain.cleanup import ArtifactCleanupPlan
 from spillvault.domain.timestamps import parse_timestamp
 

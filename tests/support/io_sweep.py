@@ -46,8 +46,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from spillvault.adapters.externalizer import ExternalizedToolResult, GateOutcome
-from spillvault.adapters.memory_owner import InMemoryOwner
+from spillvault.adapters.owners.memory_owner import InMemoryOwner
+from spillvault.adapters.services.externalizer import (
+    ExternalizedToolResult,
+    GateOutcome,
+)
 from spillvault.adapters.session import Session, open_session
 from spillvault.domain.cleanup import ArtifactCleanupPlan, ArtifactCleanupReport
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME

@@ -47,11 +47,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from spillvault.adapters.fs import OsFileSystem
-from spillvault.adapters.lease_projection import session_projection
-from spillvault.adapters.owner_common import RECORD_TABLE
+from spillvault.adapters.owners.owner_common import RECORD_TABLE
+from spillvault.adapters.owners.sqlite_owner import SQLiteOwner
+from spillvault.adapters.services.lease_projection import session_projection
 from spillvault.adapters.session import Session, open_session
-from spillvault.adapters.sqlite_owner import SQLiteOwner
+from spillvault.adapters.storage.fs import OsFileSystem
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.enums import ArtifactCleanupStatus
 from spillvault.domain.values import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from spillvault.adapters.session_lock import _registry as lock_registry
+from spillvault.adapters.storage.session_lock import _registry as lock_registry
 
 if TYPE_CHECKING:
     from pathlib import Path

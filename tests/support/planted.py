@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from spillvault.adapters.owner_common import RecordFence
+from spillvault.adapters.owners.owner_common import RecordFence
 from spillvault.domain.enums import ArtifactReferencePresence
 from spillvault.domain.values import ArtifactReferenceObservation
 

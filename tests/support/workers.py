@@ -61,7 +61,7 @@ def reconcile_with_sqlite_owner(
     path: str, owner_path: str, tx: str, start: Any, results: Any
 ) -> None:
     """Wait for the start signal, reconcile one lease, report its status."""
-    from spillvault.adapters.sqlite_owner import SQLiteOwner  # noqa: PLC0415
+    from spillvault.adapters.owners.sqlite_owner import SQLiteOwner  # noqa: PLC0415
 
     owner = SQLiteOwner(owner_path)
     start.wait()

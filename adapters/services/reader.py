@@ -47,6 +47,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from typing import TYPE_CHECKING, Protocol, Self
 
+from spillvault.adapters.storage.fs import check_private
 from spillvault.domain.bounds import number_problem
 from spillvault.domain.constants import CHUNK_SIZE
 from spillvault.domain.errors import ArtifactAccessError, ArtifactIntegrityError
@@ -54,16 +55,13 @@ from spillvault.domain.machines import ARTIFACT_MACHINE
 from spillvault.domain.reading import GrepMatch, GrepResult
 from spillvault.domain.values import ArtifactReference
 
-from .fs import check_private
-
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import IO
 
+    from spillvault.adapters.storage.handles import SessionHandles
     from spillvault.domain.artifact import ArtifactContent
     from spillvault.domain.ports import FileSystem
-
-    from .session import Session
 
 DEFAULT_REGEX_TIMEOUT = 5.0
 PREFETCH_DEPTH = 2
@@ -127,7 +125,7 @@ class ArtifactReader:
 
     def __init__(
         self,
-        session: Session,
+        session: SessionHandles,
         store: ArtifactReadPort,
         *,
         regex_timeout: float = DEFAULT_REGEX_TIMEOUT,

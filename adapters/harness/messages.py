@@ -16,10 +16,17 @@ import copy
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from spillvault.adapters.services.externalizer import text_of
+
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
 
-    from .externalizer import Arm, Content, GateOutcome, ToolResultExternalizer
+    from spillvault.adapters.services.externalizer import (
+        Arm,
+        Content,
+        GateOutcome,
+        SessionExternalizer,
+    )
 
 Format = Literal["anthropic", "openai"]
 Message = dict[str, Any]
@@ -52,18 +59,6 @@ def check_format(format: str) -> Format:  # noqa: A002 - SPEC's keyword
         return "openai"
     msg = f"format must be 'anthropic' or 'openai', not {format!r}"
     raise ValueError(msg)
-
-
-def text_of(content: Content) -> str | None:
-    """Return the text of an all-text content (blocks joined by newlines), else None."""
-    if isinstance(content, str):
-        return content
-    texts = []
-    for block in content:
-        if not isinstance(block, dict) or block.get("type") != "text":
-            return None
-        texts.append(str(block.get("text", "")))
-    return "\n".join(texts)
 
 
 def iter_tool_results(
@@ -178,7 +173,7 @@ def gate_messages(
     messages: Sequence[Mapping[str, Any]],
     *,
     format: str,  # noqa: A002 - SPEC's keyword
-    externalizer: ToolResultExternalizer,
+    externalizer: SessionExternalizer,
     arm: Arm = "model",
 ) -> tuple[list[Message], list[GateOutcome]]:
     """Apply the spill gate (S1) to every tool result of a history (S7.2).
@@ -196,7 +191,7 @@ def gate_results(
     messages: Sequence[Mapping[str, Any]],
     *,
     format: str,  # noqa: A002 - SPEC's keyword
-    externalizer: ToolResultExternalizer,
+    externalizer: SessionExternalizer,
     arm: Arm,
     skip: frozenset[str],
 ) -> tuple[list[Message], list[tuple[str, GateOutcome]]]:

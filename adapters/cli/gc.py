@@ -6,10 +6,9 @@ import json
 import sys
 from typing import TYPE_CHECKING, TextIO
 
+from spillvault.adapters.cli.commands import open_existing
+from spillvault.adapters.services import gc
 from spillvault.domain.values import ArtifactCleanupPolicy
-
-from . import gc
-from .cli_commands import open_existing
 
 if TYPE_CHECKING:
     import argparse

@@ -26,25 +26,28 @@ import stat
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from spillvault.adapters.services.gc import resolve_quarantine
+from spillvault.adapters.services.lease_projection import session_projection
+from spillvault.adapters.storage.artifact_store import TMP_PREFIX
+from spillvault.adapters.storage.content_writer import hash_open_file, summary_for
+from spillvault.adapters.storage.eventstore import retrying
+from spillvault.adapters.storage.fs import (
+    READ_FLAGS,
+    check_private,
+    is_tmp_for,
+    open_private_dir,
+)
+from spillvault.adapters.storage.layout import MARKER_NAME, TOOL_RESULTS_DIR
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.enums import ArtifactState
 from spillvault.domain.errors import ArtifactAccessError
 from spillvault.domain.machines import ARTIFACT_MACHINE
 from spillvault.domain.values import artifact_number
 
-from .artifact_store import TMP_PREFIX
-from .content_writer import hash_open_file, summary_for
-from .eventstore import retrying
-from .fs import READ_FLAGS, check_private, is_tmp_for, open_private_dir
-from .gc import resolve_quarantine
-from .layout import MARKER_NAME, TOOL_RESULTS_DIR
-from .lease_projection import session_projection
-
 if TYPE_CHECKING:
+    from spillvault.adapters.storage.eventstore import SessionStore
+    from spillvault.adapters.storage.handles import SessionHandles
     from spillvault.domain.ports import FileSystem
-
-    from .eventstore import SessionStore
-    from .session import Session
 
 _STORED = ARTIFACT_MACHINE.tagged("stored")
 _READABLE = ARTIFACT_MACHINE.tagged("readable")
@@ -85,7 +88,7 @@ class ArtifactRecoveryReport:
         )
 
 
-def recover_artifacts(session: Session) -> ArtifactRecoveryReport:
+def recover_artifacts(session: SessionHandles) -> ArtifactRecoveryReport:
     """Run the recovery pass on `session` (see the module docstring)."""
     report = ArtifactRecoveryReport()
     with session.lock:
@@ -104,7 +107,7 @@ def recover_artifacts(session: Session) -> ArtifactRecoveryReport:
 
 
 def _remove_stale_session_tmps(
-    session: Session, report: ArtifactRecoveryReport
+    session: SessionHandles, report: ArtifactRecoveryReport
 ) -> None:
     """Remove tmp files the marker and journal writers left in the session dir.
 
@@ -129,7 +132,7 @@ def _remove_stale_session_tmps(
 
 class _Pass:
     def __init__(
-        self, session: Session, dir_fd: int, report: ArtifactRecoveryReport
+        self, session: SessionHandles, dir_fd: int, report: ArtifactRecoveryReport
     ) -> None:
         self.session = session
         self.fs: FileSystem = session.fs
@@ -264,7 +267,7 @@ class _Pass:
         return True
 
 
-def artifact_filenames(session: Session) -> list[str]:
+def artifact_filenames(session: SessionHandles) -> list[str]:
     """Return every artifact with a creation event, from the session view (S8.1)."""
     return session_projection(session).artifact_filenames()
 

@@ -29,6 +29,15 @@ import weakref
 from contextlib import suppress
 from typing import TYPE_CHECKING, Self
 
+from spillvault.adapters.storage.content_writer import ContentWriter, summary_for
+from spillvault.adapters.storage.fs import (
+    EXCLUSIVE_CREATE,
+    PRIVATE_FILE_MODE,
+    READ_FLAGS,
+    check_private,
+    open_private_dir,
+)
+from spillvault.adapters.storage.layout import TOOL_RESULTS_DIR
 from spillvault.domain.artifact import Artifact
 from spillvault.domain.errors import ArtifactAccessError
 from spillvault.domain.summary import check_summary
@@ -39,23 +48,12 @@ from spillvault.domain.values import (
     artifact_number,
 )
 
-from .content_writer import ContentWriter, summary_for
-from .fs import (
-    EXCLUSIVE_CREATE,
-    PRIVATE_FILE_MODE,
-    READ_FLAGS,
-    check_private,
-    open_private_dir,
-)
-from .layout import TOOL_RESULTS_DIR
-
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from types import TracebackType
 
+    from spillvault.adapters.storage.handles import SessionHandles
     from spillvault.domain.ports import FileSystem, KeyLineScanner
-
-    from .session import Session
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +78,7 @@ def _as_bytes(chunk: object) -> bytes:
 class LocalArtifactStore:
     """Artifacts as private files in `<session>/tool-results/` (S2.1)."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: SessionHandles) -> None:
         self._session = session
         self._fs = session.fs
         self.tool_results_dir = os.path.join(session.path, TOOL_RESULTS_DIR)
@@ -96,7 +94,7 @@ class LocalArtifactStore:
     # life cycle -------------------------------------------------------------
 
     @property
-    def session(self) -> Session:
+    def session(self) -> SessionHandles:
         """The session this store writes into."""
         return self._session
 

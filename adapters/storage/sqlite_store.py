@@ -10,10 +10,13 @@ from urllib.parse import quote
 
 from eventsourcing.sqlite import SQLiteConnection, SQLiteConnectionPool, SQLiteFactory
 
+from spillvault.adapters.storage.eventstore import SessionStore
+from spillvault.adapters.storage.fs import (
+    READ_FLAGS,
+    check_private,
+    create_private_file,
+)
 from spillvault.domain.errors import ArtifactAccessError, ArtifactLeaseJournalError
-
-from .eventstore import SessionStore
-from .fs import READ_FLAGS, check_private, create_private_file
 
 if TYPE_CHECKING:
     from eventsourcing.utils import Environment

@@ -12,9 +12,8 @@ import os
 import re
 from typing import TYPE_CHECKING, Any
 
+from spillvault.adapters.storage.eventstore import SessionStore
 from spillvault.domain.errors import ArtifactLeaseJournalError
-
-from .eventstore import SessionStore
 
 if TYPE_CHECKING:
     from uuid import UUID

@@ -8,21 +8,19 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
 
+from spillvault.adapters.cli.policy_file import load_policy_file
+from spillvault.adapters.harness.capping import cap_lines
+from spillvault.adapters.session import open_session
+from spillvault.adapters.storage.layout import TOOL_RESULTS_DIR
 from spillvault.domain.errors import ArtifactAccessError, ArtifactSessionReadOnlyError
-
-from .capping import cap_lines
-from .layout import TOOL_RESULTS_DIR
-from .policy_file import load_policy_file
-from .session import open_session
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable
 
+    from spillvault.adapters.services.externalizer import GateOutcome
+    from spillvault.adapters.session import Session, ToolResultExternalizer
     from spillvault.domain.policy import SpillPolicy
-
-    from .externalizer import GateOutcome, ToolResultExternalizer
-    from .session import Session
 
 SESSION_ENV = "SPILLVAULT_SESSION"
 DEFAULT_SESSION = os.path.join(".spillvault", "session")

@@ -19,24 +19,26 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from spillvault.domain.bounds import MAX_SIZE, integer_problem
-from spillvault.domain.errors import SpillPolicyError
-from spillvault.domain.machines import ARTIFACT_MACHINE
-
-from .lease_projection import session_projection
-from .messages import (
+from spillvault.adapters.harness.messages import (
     check_format,
     gate_results,
     iter_tool_results,
     replace_tool_results,
     text_of,
 )
+from spillvault.adapters.services.lease_projection import session_projection
+from spillvault.domain.bounds import MAX_SIZE, integer_problem
+from spillvault.domain.errors import SpillPolicyError
+from spillvault.domain.machines import ARTIFACT_MACHINE
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
-    from .externalizer import Content, ToolResultExternalizer
-    from .messages import Message, Position, ToolResult
+    from spillvault.adapters.harness.messages import Message, Position, ToolResult
+    from spillvault.adapters.services.externalizer import (
+        Content,
+        SessionExternalizer,
+    )
 
 logger = logging.getLogger("spillvault")
 
@@ -153,7 +155,7 @@ def microcompact(  # noqa: PLR0913 - SPEC's signature
     clear_at_least: int,
     exclude_tools: Iterable[str] = (),
     counter: SizeCounter | None = None,
-    externalizer: ToolResultExternalizer | None = None,
+    externalizer: SessionExternalizer | None = None,
 ) -> tuple[list[Message], MicrocompactReport]:
     """Clear old tool results, oldest first, when the history is over `trigger`.
 
@@ -201,7 +203,7 @@ def prepare_context(
     messages: Sequence[Mapping[str, Any]],
     *,
     format: str,  # noqa: A002 - SPEC's keyword
-    externalizer: ToolResultExternalizer,
+    externalizer: SessionExternalizer,
     policy: ContextPolicy,
 ) -> tuple[list[Message], ContextReport]:
     """Run the ladder (S7.2): gate new results, microcompact, report what is left.
@@ -244,7 +246,7 @@ class _Run:
         self,
         messages: Sequence[Mapping[str, Any]],
         counter: SizeCounter,
-        externalizer: ToolResultExternalizer | None,
+        externalizer: SessionExternalizer | None,
         exclude: frozenset[str],
         size: int,
     ) -> None:
@@ -342,7 +344,7 @@ class _Run:
 
 
 def _records_by_id(
-    externalizer: ToolResultExternalizer | None,
+    externalizer: SessionExternalizer | None,
 ) -> dict[str, list[str]]:
     """Map each recorded tool_use_id to the handles of its stored artifacts.
 
@@ -373,7 +375,7 @@ def _placeholder_content(content: Content, handle: str) -> Content:
     return [first]
 
 
-def _default_counter(externalizer: ToolResultExternalizer | None) -> SizeCounter:
+def _default_counter(externalizer: SessionExternalizer | None) -> SizeCounter:
     if externalizer is None:
         return len
     return externalizer.policy.token_counter

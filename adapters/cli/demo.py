@@ -19,24 +19,23 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from spillvault.adapters.harness.messages import gate_messages
+from spillvault.adapters.harness.microcompact import history_size, microcompact
+from spillvault.adapters.harness.model_tools import GREP_TOOL, READ_TOOL
+from spillvault.adapters.owners.sqlite_owner import SQLiteOwner
+from spillvault.adapters.session import open_session
+from spillvault.adapters.storage.sqlite_store import STORE_NAME
+from spillvault.domain.enums import SizeUnit
 from spillvault.domain.errors import ArtifactLeaseJournalError
 from spillvault.domain.machines import ARTIFACT_MACHINE
-from spillvault.domain.policy import SizeUnit
 from spillvault.domain.values import ArtifactCleanupPolicy, ArtifactRetentionClaim
-
-from .messages import gate_messages
-from .microcompact import history_size, microcompact
-from .model_tools import GREP_TOOL, READ_TOOL
-from .session import open_session
-from .sqlite_owner import SQLiteOwner
-from .sqlite_store import STORE_NAME
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from spillvault.adapters.services.externalizer import GateOutcome
+    from spillvault.adapters.session import ToolResultExternalizer
     from spillvault.domain.values import ArtifactReference
-
-    from .externalizer import GateOutcome, ToolResultExternalizer
 
 FAILURE_LINE = 11_874  # 1-based, deep in the middle of the demo's grep output
 FORMAT = "anthropic"

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from eventsourcing.popo import POPOApplicationRecorder
 
-from .eventstore import SessionStore
+from spillvault.adapters.storage.eventstore import SessionStore
 
 if TYPE_CHECKING:
     from spillvault.domain.ports import FileSystem

@@ -15,19 +15,18 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Literal
 
+from spillvault.adapters.harness.capping import cap_lines
+from spillvault.adapters.services.reader import RegexTimeoutError
 from spillvault.domain.errors import (
     ArtifactAccessError,
     ArtifactIntegrityError,
     ArtifactRetentionError,
 )
 
-from .capping import cap_lines
-from .reader import RegexTimeoutError
-
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from .externalizer import ToolResultExternalizer
+    from spillvault.adapters.services.externalizer import SessionExternalizer
 
 Format = Literal["anthropic", "openai"]
 READ_TOOL = "read_artifact"
@@ -128,7 +127,7 @@ class _BadCall(Exception):
 
 
 def handle_tool_call(
-    externalizer: ToolResultExternalizer, name: str, arguments: Mapping[str, Any] | str
+    externalizer: SessionExternalizer, name: str, arguments: Mapping[str, Any] | str
 ) -> str:
     """Run a read/grep tool call and return what the model should see."""
     try:
@@ -194,7 +193,7 @@ def _known(args: dict[str, Any], allowed: set[str]) -> None:
         raise _BadCall(msg)
 
 
-def _read(ext: ToolResultExternalizer, args: dict[str, Any]) -> str:
+def _read(ext: SessionExternalizer, args: dict[str, Any]) -> str:
     _known(args, {"handle", "start_line", "limit"})
     handle = _text(args, "handle")
     start = _integer(args, "start_line", 1, 1, 2**62)
@@ -220,7 +219,7 @@ def _read(ext: ToolResultExternalizer, args: dict[str, Any]) -> str:
     return text
 
 
-def _grep(ext: ToolResultExternalizer, args: dict[str, Any]) -> str:
+def _grep(ext: SessionExternalizer, args: dict[str, Any]) -> str:
     _known(args, {"handle", "pattern", "context", "max_matches", "regex", "start_line"})
     handle = _text(args, "handle")
     pattern = _text(args, "pattern")

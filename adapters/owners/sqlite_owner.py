@@ -17,8 +17,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from .fs import EXCLUSIVE_CREATE, PRIVATE_FILE_MODE
-from .owner_common import (
+from spillvault.adapters.owners.owner_common import (
     RECORD_TABLE,
     ArtifactOwnerError,
     FencedOwner,
@@ -26,6 +25,7 @@ from .owner_common import (
     SQLRecordSlot,
     wrapped_errors,
 )
+from spillvault.adapters.storage.fs import EXCLUSIVE_CREATE, PRIVATE_FILE_MODE
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

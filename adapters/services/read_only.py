@@ -10,22 +10,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NoReturn
 
-from .retention_journal import ArtifactRetentionJournal
+from spillvault.adapters.services.retention_journal import SessionRetentionJournal
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 
 def _refusing(action: str) -> Callable[..., NoReturn]:
-    def refuse(self: ArtifactRetentionJournal, *_: object, **__: object) -> NoReturn:
+    def refuse(self: SessionRetentionJournal, *_: object, **__: object) -> NoReturn:
         raise self.session.read_only_error(action)
 
     refuse.__doc__ = f"Refuse to {action}: the session is opened read-only."
     return refuse
 
 
-class ReadOnlyRetentionJournal(ArtifactRetentionJournal):
-    """`ArtifactRetentionJournal` over a read-only view: reads, verifies, refuses."""
+class RefusingWrites(SessionRetentionJournal):
+    """A retention journal over a read-only view: reads, verifies, refuses."""
 
     prepare = _refusing("prepare a lease")
     commit = _refusing("commit a lease")
@@ -40,4 +40,4 @@ class ReadOnlyRetentionJournal(ArtifactRetentionJournal):
     resolve = _refusing("resolve a lease")
 
 
-__all__ = ["ReadOnlyRetentionJournal"]
+__all__ = ["RefusingWrites"]

@@ -6,8 +6,10 @@ import argparse
 import re
 import sys
 from datetime import timedelta
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Final
 
+from spillvault.adapters.owners.owner_common import ArtifactOwnerError
 from spillvault.domain.bounds import MAX_SIZE, shown
 from spillvault.domain.errors import (
     ArtifactAccessError,
@@ -16,8 +18,6 @@ from spillvault.domain.errors import (
     ArtifactRetentionError,
     SpillPolicyError,
 )
-
-from .owner_common import ArtifactOwnerError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -74,20 +74,21 @@ def parse_duration(text: str) -> timedelta:
 
 
 def _version() -> str:
-    from spillvault import __version__  # noqa: PLC0415 - avoid an import cycle
-
-    return __version__
+    try:
+        return version("spillvault")
+    except PackageNotFoundError:  # pragma: no cover - running from an unusual layout
+        return "0+unknown"
 
 
 def _run_demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo  # noqa: PLC0415 - load only what the command needs
+    from spillvault.adapters.cli.demo import run_demo  # noqa: PLC0415 - load only what the command needs
 
     return run_demo(args.dir, out=sys.stdout.write, keep=args.keep, as_json=args.json)
 
 
 def _handler(name: str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
-        from . import cli_commands  # noqa: PLC0415 - load only what the command needs
+        from spillvault.adapters.cli import commands as cli_commands  # noqa: PLC0415 - load only what the command needs
 
         handler: Callable[[argparse.Namespace], int] = getattr(cli_commands, name)
         return handler(args)
@@ -170,7 +171,7 @@ def _add_artifact_commands(commands: Any) -> None:
 
 def _lease_handler(name: str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
-        from . import cli_leases  # noqa: PLC0415 - load only what the command needs
+        from spillvault.adapters.cli import leases as cli_leases  # noqa: PLC0415 - load only what the command needs
 
         handler: Callable[[argparse.Namespace], int] = getattr(cli_leases, name)
         return handler(args)
@@ -222,7 +223,7 @@ def _add_lease_commands(commands: Any) -> None:
 
 
 def _run_gc(args: argparse.Namespace) -> int:
-    from .cli_gc import gc_command  # noqa: PLC0415 - load only what the command needs
+    from spillvault.adapters.cli.gc import gc_command  # noqa: PLC0415 - load only what the command needs
 
     return gc_command(args)
 

@@ -13,7 +13,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Self
 
-from .fs import PRIVATE_FILE_MODE, check_private
+from spillvault.adapters.storage.fs import PRIVATE_FILE_MODE, check_private
 
 if TYPE_CHECKING:
     from types import TracebackType

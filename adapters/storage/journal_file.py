@@ -23,18 +23,17 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from spillvault.domain.constants import RETENTION_JOURNAL_NAME
-from spillvault.domain.errors import ArtifactAccessError, ArtifactLeaseJournalError
-from spillvault.domain.journal_records import JournalRecord, decode_line_at, encode
-
-from .fs import (
+from spillvault.adapters.storage.fs import (
     READ_FLAGS,
     check_private,
     create_private_file,
     tmp_name_for,
     write_all,
 )
-from .fs import exists as entry_exists
+from spillvault.adapters.storage.fs import exists as entry_exists
+from spillvault.domain.constants import RETENTION_JOURNAL_NAME
+from spillvault.domain.errors import ArtifactAccessError, ArtifactLeaseJournalError
+from spillvault.domain.journal_records import JournalRecord, decode_line_at, encode
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence

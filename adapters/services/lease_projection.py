@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 from uuid import UUID
 
+from spillvault.adapters.storage.journal_file import JournalFile
 from spillvault.domain.artifact import ARTIFACT_CREATED_TOPICS, Artifact
 from spillvault.domain.enums import ArtifactLeasePhase
 from spillvault.domain.errors import ArtifactLeaseJournalError, ArtifactStoreConflict
@@ -41,14 +42,12 @@ from spillvault.domain.session_view import (
     next_artifact_record,
 )
 
-from .journal_file import JournalFile
-
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from eventsourcing.persistence import Notification
 
-    from .session import Session
+    from spillvault.adapters.storage.handles import SessionHandles
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +83,7 @@ class JournalReport:
 class LeaseProjection:
     """One session's lease view and journal writer; keep one per session."""
 
-    def __init__(self, session: Session, journal: JournalFile) -> None:
+    def __init__(self, session: SessionHandles, journal: JournalFile) -> None:
         self._session = session
         self._file = journal
         self._load_view()
@@ -479,7 +478,7 @@ class LeaseProjection:
         return changed, set(view.live) - set(self._live), artifacts
 
 
-def session_projection(session: Session) -> LeaseProjection:
+def session_projection(session: SessionHandles) -> LeaseProjection:
     """Return the session's one projection (shared by everything opened on it)."""
     return session.lease_projection(
         lambda: LeaseProjection(session, JournalFile(session.fs, session.dir_fd))

@@ -1,4 +1,4 @@
-"""`ArtifactRetentionJournal`: leases, publication, removal, reconciliation (S4, S5).
+"""`SessionRetentionJournal`: leases, publication, removal, reconciliation (S4, S5).
 
 The event store is the authority (S4.4); `retention-leases.jsonl` is its
 hash-chained projection, written before any owner call that depends on the
@@ -17,6 +17,15 @@ from contextlib import nullcontext
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Self, TypeVar
 
+from spillvault.adapters.services.lease_projection import (
+    JournalReport,
+    session_projection,
+)
+from spillvault.adapters.storage.artifact_store import (
+    LocalArtifactStore,
+    open_artifact_file,
+)
+from spillvault.adapters.storage.content_writer import digest_open_file
 from spillvault.domain.bounds import number_problem, shown
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.enums import (
@@ -44,15 +53,11 @@ from spillvault.domain.values import (
     ArtifactRetentionClaim,
 )
 
-from .artifact_store import LocalArtifactStore, open_artifact_file
-from .content_writer import digest_open_file
-from .lease_projection import JournalReport, session_projection
-from .session import Session, open_session
-
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import TracebackType
 
+    from spillvault.adapters.storage.handles import SessionHandles
     from spillvault.domain.lease import Lease
     from spillvault.domain.ports import ArtifactReferenceFence, ArtifactReferenceOwner
 
@@ -71,18 +76,12 @@ _DECISIONS = LEASE_MACHINE.next_states(ArtifactLeasePhase.PREPARED)
 _RELEASABLE = " or ".join(sorted(LEASE_MACHINE.sources_of("release")))
 
 
-class ArtifactRetentionJournal:
+class SessionRetentionJournal:
     """A session's retention leases and their journal (seed-compatible API)."""
 
-    def __init__(
-        self,
-        session_dir: str | os.PathLike[str],
-        *,
-        event_store: str | None = None,
-        session: Session | None = None,
-    ) -> None:
-        self._owns_session = session is None
-        self.session = session or open_session(session_dir, event_store=event_store)
+    def __init__(self, session: SessionHandles, *, owns_session: bool = False) -> None:
+        self._owns_session = owns_session
+        self.session = session
         try:
             self._projection = session_projection(self.session)
         except BaseException:
@@ -693,4 +692,4 @@ def _report(
     )
 
 
-__all__ = ["ArtifactRetentionJournal"]
+__all__ = ["SessionRetentionJournal"]

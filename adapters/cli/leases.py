@@ -6,11 +6,14 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from spillvault.adapters.cli.commands import (
+    open_existing,
+    open_for_reading,
+    session_dir,
+)
+from spillvault.adapters.session import open_session
+from spillvault.adapters.storage.fs import exists
 from spillvault.domain.enums import ArtifactLeasePhase
-
-from .cli_commands import open_existing, open_for_reading, session_dir
-from .fs import exists
-from .session import open_session
 
 if TYPE_CHECKING:
     import argparse
@@ -26,11 +29,11 @@ def open_owner(spec: str) -> ArtifactReferenceOwner:
         msg = f"--owner must be sqlite:PATH or postgres:DSN, not {spec!r}"
         raise ValueError(msg)
     if kind == "sqlite":
-        from .sqlite_owner import SQLiteOwner  # noqa: PLC0415 - only what is used
+        from spillvault.adapters.owners.sqlite_owner import SQLiteOwner  # noqa: PLC0415 - only what is used
 
         return SQLiteOwner(target, create=False)
     if kind in {"postgres", "postgresql"}:
-        from .postgres_owner import PostgresOwner  # noqa: PLC0415 - optional extra
+        from spillvault.adapters.owners.postgres_owner import PostgresOwner  # noqa: PLC0415 - optional extra
 
         return PostgresOwner(target, create=False)
     msg = f"unknown owner kind {kind!r}: use sqlite:PATH or postgres:DSN"

@@ -17,7 +17,7 @@ import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .owner_common import (
+from spillvault.adapters.owners.owner_common import (
     RECORD_TABLE,
     ArtifactOwnerError,
     FencedOwner,
@@ -25,7 +25,7 @@ from .owner_common import (
     SQLRecordSlot,
     wrapped_errors,
 )
-from .postgres_store import synchronous_options
+from spillvault.adapters.storage.postgres_store import synchronous_options
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

@@ -13,45 +13,39 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from spillvault.domain.enums import ArtifactState
+from spillvault.adapters.services import gc
+from spillvault.adapters.services.reader import ArtifactReader
+from spillvault.adapters.services.recovery import artifact_filenames
+from spillvault.adapters.storage.artifact_store import LocalArtifactStore
+from spillvault.domain.enums import ArtifactState, SizeUnit
 from spillvault.domain.errors import (
     ArtifactAccessError,
     ArtifactRetentionError,
     SpillPolicyError,
 )
 from spillvault.domain.key_lines import KeyLineScanner
-from spillvault.domain.policy import SizeUnit, SpillPolicy
-from spillvault.domain.preview import (
+from spillvault.domain.notice import (
     PreviewSource,
-    PreviewText,
-    build_preview,
     fixed_parts_fit,
     render_header,
     render_notice,
 )
+from spillvault.domain.policy import SpillPolicy
+from spillvault.domain.preview import PreviewText, build_preview
 from spillvault.domain.summary import check_summary, summarize
 from spillvault.domain.values import ArtifactCleanupPolicy
 
-from . import gc, model_tools
-from .artifact_store import LocalArtifactStore
-from .messages import text_of
-from .reader import ArtifactReader
-from .recovery import artifact_filenames
-from .session import Session, open_session
-
 if TYPE_CHECKING:
-    import os
-    from collections.abc import Iterable, Iterator, Mapping
+    from collections.abc import Iterable, Iterator
     from datetime import datetime
 
+    from spillvault.adapters.services.retention_journal import SessionRetentionJournal
+    from spillvault.adapters.storage.artifact_store import ArtifactStream
+    from spillvault.adapters.storage.handles import SessionHandles
     from spillvault.domain.artifact import Artifact
     from spillvault.domain.cleanup import ArtifactCleanupPlan, ArtifactCleanupReport
     from spillvault.domain.reading import GrepResult
     from spillvault.domain.values import ArtifactReference, ArtifactRetentionClaim
-
-    from .artifact_store import ArtifactStream
-    from .model_tools import Format
-    from .retention_journal import ArtifactRetentionJournal
 
 logger = logging.getLogger("spillvault")
 
@@ -82,21 +76,18 @@ class ExternalizedToolResult:
     artifact: ArtifactReference
 
 
-class ToolResultExternalizer:
+class SessionExternalizer:
     """Spills oversized tool results to verified artifacts and reads them back."""
 
     def __init__(
         self,
-        session_dir: str | os.PathLike[str],
+        session: SessionHandles,
         *,
         policy: SpillPolicy | None = None,
-        event_store: str | None = None,
-        session: Session | None = None,
+        owns_session: bool = False,
     ) -> None:
-        self._owns_session = session is None
-        self.session = session or open_session(
-            session_dir, policy=policy, event_store=event_store
-        )
+        self._owns_session = owns_session
+        self.session = session
         self.store = LocalArtifactStore(self.session)
         self.policy = self._fit_to_backend(
             policy or self.session.policy or SpillPolicy()
@@ -255,14 +246,6 @@ class ToolResultExternalizer:
             raise ArtifactAccessError(msg)
         return content.line_count
 
-    def tool_definitions(self, format: Format) -> list[dict[str, Any]]:  # noqa: A002
-        """Return the read/grep tools for a model, in "anthropic" or "openai" form."""
-        return model_tools.tool_definitions(format)
-
-    def handle_tool_call(self, name: str, arguments: Mapping[str, Any] | str) -> str:
-        """Run a read/grep tool call; errors come back as text the model can act on."""
-        return model_tools.handle_tool_call(self, name, arguments)
-
     def read_artifact_bytes(
         self, artifact: ArtifactReference | str, start: int, end: int
     ) -> bytes:
@@ -301,7 +284,7 @@ class ToolResultExternalizer:
 
     def plan_cleanup_from_journal(
         self,
-        journal: ArtifactRetentionJournal,
+        journal: SessionRetentionJournal,
         *,
         policy: ArtifactCleanupPolicy | None = None,
         now: datetime | None = None,
@@ -314,7 +297,7 @@ class ToolResultExternalizer:
     def apply_cleanup_from_journal(
         self,
         plan: ArtifactCleanupPlan,
-        journal: ArtifactRetentionJournal,
+        journal: SessionRetentionJournal,
         *,
         now: datetime | None = None,
     ) -> ArtifactCleanupReport:
@@ -323,7 +306,7 @@ class ToolResultExternalizer:
 
     def cleanup_artifacts_from_journal(
         self,
-        journal: ArtifactRetentionJournal,
+        journal: SessionRetentionJournal,
         *,
         policy: ArtifactCleanupPolicy | None = None,
         now: datetime | None = None,
@@ -370,7 +353,7 @@ class ToolResultExternalizer:
         plan = self.plan_cleanup(claims, policy=policy, now=now)
         return self.apply_cleanup(plan, claims=claims, now=now)
 
-    def _same_session(self, journal: ArtifactRetentionJournal) -> Session:
+    def _same_session(self, journal: SessionRetentionJournal) -> SessionHandles:
         if journal.session_id != self.session.session_id:
             msg = "the journal belongs to a different artifact session"
             raise ArtifactRetentionError(msg)
@@ -495,7 +478,7 @@ class GateStream:
 
     def __init__(
         self,
-        externalizer: ToolResultExternalizer,
+        externalizer: SessionExternalizer,
         tool_name: str,
         tool_use_id: str | None,
     ) -> None:
@@ -553,6 +536,18 @@ class GateStream:
         )
 
 
+def text_of(content: Content) -> str | None:
+    """Return the text of an all-text content (blocks joined by newlines), else None."""
+    if isinstance(content, str):
+        return content
+    texts = []
+    for block in content:
+        if not isinstance(block, dict) or block.get("type") != "text":
+            return None
+        texts.append(str(block.get("text", "")))
+    return "\n".join(texts)
+
+
 def _text_of(content: Content) -> str | None:
     if not isinstance(content, str | list):
         kind = type(content).__name__
@@ -597,7 +592,7 @@ __all__ = [
     "ExternalizedToolResult",
     "GateOutcome",
     "GateStream",
-    "ToolResultExternalizer",
+    "SessionExternalizer",
 ]
 
 

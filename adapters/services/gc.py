@@ -23,6 +23,16 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Self
 
+from spillvault.adapters.services.lease_projection import session_projection
+from spillvault.adapters.storage.content_writer import digest_open_file, hash_open_file
+from spillvault.adapters.storage.eventstore import retrying
+from spillvault.adapters.storage.fs import (
+    DIR_FLAGS,
+    READ_FLAGS,
+    check_private,
+    open_private_dir,
+)
+from spillvault.adapters.storage.layout import QUARANTINE_DIR, TOOL_RESULTS_DIR
 from spillvault.domain.artifact import Artifact
 from spillvault.domain.cleanup import (
     ArtifactCleanupDecision,
@@ -44,21 +54,14 @@ from spillvault.domain.errors import (
 from spillvault.domain.machines import ARTIFACT_MACHINE
 from spillvault.domain.values import artifact_number
 
-from .content_writer import digest_open_file, hash_open_file
-from .eventstore import retrying
-from .fs import DIR_FLAGS, READ_FLAGS, check_private, open_private_dir
-from .layout import QUARANTINE_DIR, TOOL_RESULTS_DIR
-from .lease_projection import session_projection
-
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from datetime import datetime
 
+    from spillvault.adapters.storage.handles import SessionHandles
     from spillvault.domain.ports import FileSystem, StatResult
     from spillvault.domain.session_view import ArtifactRecord, LiveLease
     from spillvault.domain.values import ArtifactCleanupPolicy, ArtifactRetentionClaim
-
-    from .session import Session
 
 Status = ArtifactCleanupStatus
 Progress = Callable[[int, int], None]
@@ -105,7 +108,7 @@ class _Claims:
 
 
 def plan_cleanup_from_journal(
-    session: Session,
+    session: SessionHandles,
     *,
     policy: ArtifactCleanupPolicy,
     now: datetime | None = None,
@@ -121,7 +124,7 @@ def plan_cleanup_from_journal(
 
 
 def plan_cleanup_from_claims(
-    session: Session,
+    session: SessionHandles,
     claims: Iterator[ArtifactRetentionClaim],
     *,
     policy: ArtifactCleanupPolicy,
@@ -139,7 +142,7 @@ def plan_cleanup_from_claims(
     ).plan()
 
 
-def _refuse_raw_claims(session: Session) -> None:
+def _refuse_raw_claims(session: SessionHandles) -> None:
     projection = session_projection(session)
     if projection.live_leases() or projection.checkpoint.sequence:
         msg = (
@@ -152,7 +155,7 @@ def _refuse_raw_claims(session: Session) -> None:
 class _Planner:
     def __init__(
         self,
-        session: Session,
+        session: SessionHandles,
         policy: ArtifactCleanupPolicy,
         now: datetime,
         claims: _Claims,
@@ -286,7 +289,7 @@ def _with(
 
 
 def apply_cleanup_from_journal(
-    session: Session,
+    session: SessionHandles,
     plan: ArtifactCleanupPlan,
     *,
     now: datetime | None = None,
@@ -304,7 +307,7 @@ def apply_cleanup_from_journal(
 
 
 def apply_cleanup_with_claims(
-    session: Session,
+    session: SessionHandles,
     plan: ArtifactCleanupPlan,
     claims: list[ArtifactRetentionClaim],
     *,
@@ -326,7 +329,7 @@ def apply_cleanup_with_claims(
 class _Applier:
     def __init__(
         self,
-        session: Session,
+        session: SessionHandles,
         plan: ArtifactCleanupPlan,
         now: datetime | None,
         protecting: Callable[[datetime], _Claims],
@@ -520,7 +523,7 @@ def _outcome(
 # -------------------------------------------------------------- recovery
 
 
-def resolve_quarantine(session: Session, results_fd: int) -> list[str]:
+def resolve_quarantine(session: SessionHandles, results_fd: int) -> list[str]:
     """Finish what a crashed apply left, from its intents (S2.6); return the names.
 
     A file still in its intent directory goes back (the next plan decides
@@ -544,7 +547,9 @@ def resolve_quarantine(session: Session, results_fd: int) -> list[str]:
     return resolved
 
 
-def _settle(session: Session, quarantine_fd: int, results_fd: int, name: str) -> None:
+def _settle(
+    session: SessionHandles, quarantine_fd: int, results_fd: int, name: str
+) -> None:
     """Resolve `name`'s quarantine intent if it has one, from the recorded state."""
     artifact = session.store.get_artifact(name)
     if (
@@ -555,7 +560,7 @@ def _settle(session: Session, quarantine_fd: int, results_fd: int, name: str) ->
 
 
 def _resolve_one(
-    session: Session,
+    session: SessionHandles,
     quarantine_fd: int,
     results_fd: int,
     artifact: Artifact,
@@ -590,7 +595,7 @@ def _resolve_one(
 
 
 class _ToolResults:
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: SessionHandles) -> None:
         self.session = session
         self.fd = -1
 

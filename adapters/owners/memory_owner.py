@@ -14,18 +14,21 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from spillvault.adapters.owners.owner_common import (
+    ArtifactOwnerError,
+    FencedOwner,
+    OwnerRecord,
+    RecordState,
+)
 from spillvault.domain.enums import ArtifactReferencePresence
 from spillvault.domain.errors import ArtifactPublicationRejected
 from spillvault.domain.values import ArtifactReferenceObservation
 
-from .owner_common import ArtifactOwnerError, FencedOwner, OwnerRecord, RecordState
-
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
+    from spillvault.adapters.owners.owner_common import RecordSlot
     from spillvault.domain.values import ArtifactMemoryReference
-
-    from .owner_common import RecordSlot
 
 DEFAULT_LOCK_TIMEOUT_SECONDS = 30.0
 
