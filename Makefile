@@ -21,7 +21,7 @@ system-deps:
 
 test: $(STAMP) system-deps lint
 	$(BIN)/pytest --cov --cov-report=
-	$(BIN)/coverage report --fail-under=100 --no-skip-covered --include=adapters/journal_file.py,domain/journal_records.py,adapters/lease_projection.py,adapters/recovery.py,adapters/gc.py,domain/cleanup.py
+	$(BIN)/coverage report --fail-under=100 --no-skip-covered --include=adapters/storage/journal_file.py,domain/journal_records.py,adapters/services/lease_projection.py,adapters/services/recovery.py,adapters/services/gc.py,domain/cleanup.py
 	@echo "overall branch coverage: $$($(BIN)/coverage report --format=total)%"
 	$(MAKE) --no-print-directory test-dates
 
