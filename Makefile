@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-dates fuzz lint typecheck specs system-deps bench clean
+.PHONY: demo check test test-dates fuzz lint typecheck specs system-deps bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,11 @@ demo: $(STAMP)
 # PostgreSQL's server binaries back the server-store tests; install them when absent.
 system-deps:
 	@bash .ci/system-deps
+
+# The edit-test loop: lint plus the unit tier (pure code, no server, no
+# subprocess), in well under 90 s on two cores. `make test` is the full gate.
+check: $(STAMP) lint
+	$(BIN)/pytest -q -p no:cacheprovider tests/unit
 
 test: $(STAMP) system-deps lint
 	$(BIN)/pytest --cov --cov-report=
@@ -34,9 +39,9 @@ test-dates: $(STAMP)
 # The long tier of the crash-safety tests (issue 6): every enumerated crash
 # case, 3000 x 100 fuzzer examples with a random seed, 1000 SIGKILL cycles.
 fuzz: $(STAMP) system-deps
-	SPILLVAULT_TEST_TIER=long $(BIN)/pytest -s tests/test_crash_fuzz.py \
-		tests/test_crash_enumeration.py tests/test_crash_sigkill.py \
-		tests/test_io_error_sweep.py tests/test_real_kernel_faults.py
+	SPILLVAULT_TEST_TIER=long $(BIN)/pytest -s tests/crash/test_crash_fuzz.py \
+		tests/crash/test_crash_enumeration.py tests/crash/test_crash_sigkill.py \
+		tests/crash/test_io_error_sweep.py tests/crash/test_real_kernel_faults.py
 
 lint: $(STAMP) typecheck
 	$(BIN)/ruff check .
@@ -62,6 +67,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_page_fault.py
 	$(BIN)/python bench/bench_spill.py
 	$(BIN)/python bench/bench_journal.py
+	$(BIN)/python bench/bench_gc.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

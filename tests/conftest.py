@@ -43,9 +43,11 @@ def _uses_fixed_dates(module: ModuleType, seen: set[str]) -> bool:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark `dated` every test whose module uses a fixed date (issue 13)."""
+    """Mark the crash tier `crash`, and `dated` every test using a fixed date."""
     verdicts: dict[str, bool] = {}
     for item in items:
+        if item.path.parent.name == "crash":
+            item.add_marker(pytest.mark.crash)
         module = getattr(item, "module", None)
         if module is None:
             continue

@@ -54,6 +54,8 @@ from spillvault.domain.values import (
 from support.faults import require_root, tmpfs, unavailable
 from support.kill_child import owner_rows
 
+pytestmark = pytest.mark.root
+
 MiB = 1 << 20
 GC_NOW_AHEAD = timedelta(days=2)
 DELETING = ArtifactCleanupPolicy(orphan_ttl_seconds=3600, dry_run=False)

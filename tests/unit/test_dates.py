@@ -23,7 +23,7 @@ from support import dates
 from support.crash_world import CrashWorld
 from support.fakes import FakeClock
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).parent.parent
 # Datetimes that are inputs or expectations under test, not clocks.
 ALLOWED = {"test_values.py", "test_dates.py"}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import spillvault
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CHECK_UNPACKED = (
     "import spillvault, spillvault.domain.machines as m; "
     "print(spillvault.__file__); print(m.LEASE_MACHINE.spec.name)"

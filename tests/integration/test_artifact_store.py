@@ -26,6 +26,7 @@ from spillvault.domain.errors import ArtifactAccessError, ArtifactLeaseJournalEr
 
 from support.dates import fixed
 from support.fakes import FakeClock
+from support.faults import require_root
 from support.tiers import HANG_GUARD_SECONDS
 
 if TYPE_CHECKING:
@@ -817,11 +818,7 @@ def test_a_failing_close_fsync_seals_partial(session_dir: Path) -> None:
 
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0:
-        pytest.skip(
-            f"mounting a tmpfs needs root (running as uid {os.geteuid()}); "
-            "the injected-errno seam tests cover the same paths"
-        )
+    require_root()
     mount_point = tmp_path / "tmpfs"
     mount_point.mkdir()
     mounted = subprocess.run(
@@ -840,6 +837,7 @@ def tmpfs(tmp_path: Path) -> Iterator[Path]:
             subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
+@pytest.mark.root
 def test_a_full_disk_raises_enospc_and_leaves_nothing(tmpfs: Path) -> None:
     session_dir = tmpfs / "session-a"
     with (
@@ -867,6 +865,7 @@ def test_a_full_disk_raises_enospc_and_leaves_nothing(tmpfs: Path) -> None:
         assert stream.artifact.content == expected(on_disk)
 
 
+@pytest.mark.root
 def test_a_read_only_filesystem_raises_erofs_and_leaves_nothing(tmpfs: Path) -> None:
     session_dir = tmpfs / "session-a"
     with (

@@ -475,6 +475,7 @@ def test_a_full_disk_through_the_seam_fails_to_store_and_leaves_nothing(
         gate.close()
 
 
+@pytest.mark.root
 def test_a_full_tmpfs_fails_to_store_and_leaves_nothing(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -47,7 +47,7 @@ from spillvault import Session, SpillPolicy, ToolResultExternalizer
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN = {"python", "sh", "toml"}
 INERT = {"text", "mermaid"}
