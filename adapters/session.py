@@ -21,6 +21,8 @@ import logging
 import os
 import socket
 from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 from uuid import UUID, uuid5
 
@@ -29,6 +31,7 @@ from spillvault.adapters.services.externalizer import SessionExternalizer
 from spillvault.adapters.services.read_only import RefusingWrites
 from spillvault.adapters.services.recovery import recover_artifacts
 from spillvault.adapters.services.retention_journal import SessionRetentionJournal
+from spillvault.adapters.storage.artifact_store import LocalArtifactStore
 from spillvault.adapters.storage.clock import SYSTEM_CLOCK
 from spillvault.adapters.storage.fs import (
     DIR_FLAGS,
@@ -70,14 +73,9 @@ if TYPE_CHECKING:
 
     from spillvault.adapters.harness.model_tools import Format
     from spillvault.adapters.services.recovery import ArtifactRecoveryReport
-    from spillvault.adapters.storage.eventstore import SessionStore
-    from spillvault.adapters.storage.memory_store import MemoryBackend as _Memory
-    from spillvault.adapters.storage.postgres_store import PostgresBackend as _Postgres
-    from spillvault.adapters.storage.sqlite_store import SQLiteBackend as _SQLite
+    from spillvault.adapters.storage.eventstore import EventStoreBackend, SessionStore
     from spillvault.domain.policy import SpillPolicy
     from spillvault.domain.ports import Clock, FileSystem
-
-    Backend = _SQLite | _Postgres | _Memory
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +140,21 @@ class ToolResultExternalizer(SessionExternalizer):
         opened = session or open_session(
             session_dir, policy=policy, event_store=event_store
         )
-        super().__init__(opened, policy=policy, owns_session=session is None)
+        store = None
+        try:
+            store = LocalArtifactStore(opened)
+            super().__init__(opened, store, policy=policy, owns_session=session is None)
+        except BaseException:
+            if store is not None:
+                store.close()
+            if session is None:
+                opened.close()
+            raise
+
+    @property
+    def tool_results_dir(self) -> Path:
+        """Return the directory holding this session's artifacts."""
+        return Path(self.session.path, TOOL_RESULTS_DIR)
 
     def tool_definitions(self, format: Format) -> list[dict[str, Any]]:  # noqa: A002
         """Return the read/grep tools for a model, in "anthropic" or "openai" form."""
@@ -166,7 +178,11 @@ class ArtifactRetentionJournal(SessionRetentionJournal):
         session: Session | None = None,
     ) -> None:
         opened = session or open_session(session_dir, event_store=event_store)
-        super().__init__(opened, owns_session=session is None)
+        super().__init__(
+            opened,
+            open_artifacts=partial(LocalArtifactStore, opened),
+            owns_session=session is None,
+        )
 
 
 class ReadOnlyRetentionJournal(RefusingWrites, ArtifactRetentionJournal):
@@ -367,7 +383,7 @@ class _Opener:
         self.session_id = session_id
         self.event_store = event_store
 
-    def backend(self, store_id: UUID) -> Backend:
+    def backend(self, store_id: UUID) -> EventStoreBackend:
         kind = _store_kind(self.event_store)
         if kind == SQLiteBackend.kind:
             return SQLiteBackend(self.fs, self.dir_fd, self.path)

@@ -87,13 +87,9 @@ import argparse
 import cProfile
 import gc
 import hashlib
-import io
 import os
-import platform
-import pstats
 import shutil
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -112,7 +108,22 @@ from spillvault.adapters.session import Session, open_session
 from spillvault.adapters.storage.layout import QUARANTINE_DIR, TOOL_RESULTS_DIR
 from spillvault.domain.values import ArtifactCleanupPolicy
 
-from hostfacts import fs_type, load_average
+from harness import (
+    CASE_HEADERS,
+    MB,
+    WARMUP_ROUND,
+    Lap,
+    fsync_path,
+    interleave,
+    mbps,
+    print_footer,
+    print_host,
+    print_profile,
+    print_table,
+    restore,
+    round_by_round,
+    verdict,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -120,7 +131,8 @@ if TYPE_CHECKING:
 
     from spillvault.domain.cleanup import ArtifactCleanupPlan
 
-MB = 1000 * 1000
+    from harness import Rounds
+
 KB = 1000
 READ_BLOCK = 1 << 20
 DEFAULT_ARTIFACTS = 10_000
@@ -183,33 +195,6 @@ def hasher() -> tuple[str, str]:
 
 
 # ------------------------------------------------------------------ fixtures
-
-
-def fsync_path(path: str) -> None:
-    """fsync one file or directory."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_tree(root: str) -> None:
-    """fsync every file and directory under `root`, and `root`'s parent."""
-    for here, _dirs, files in os.walk(root):
-        for name in [*files, "."]:
-            fsync_path(os.path.join(here, name))
-    fsync_path(os.path.dirname(root))
-
-
-def restore(template: str, path: str) -> None:
-    """Replace whatever is at `path` by a durable copy of `template`."""
-    # Closed sessions must be gone first: the session lock is found by the
-    # directory's inode, which the copy may reuse.
-    gc.collect()
-    shutil.rmtree(path, ignore_errors=True)
-    shutil.copytree(template, path, symlinks=True)
-    fsync_tree(path)
 
 
 @dataclass(frozen=True)
@@ -318,19 +303,21 @@ def check_plan(
         assert snapshot.size_bytes == size, (name, snapshot.size_bytes, size)
 
 
-def timed_plan(fixture: PlanFixture) -> float:
-    """One dry-run plan of the big session; seconds."""
-    session = fixture.session
-    started = time.perf_counter()
-    plan = plan_cleanup_from_journal(
-        session,
+def dry_run_plan(fixture: PlanFixture) -> ArtifactCleanupPlan:
+    """One dry-run plan of the big session."""
+    return plan_cleanup_from_journal(
+        fixture.session,
         policy=plan_policy(dry_run=True),
         now=fixture.now_ahead,
     )
-    elapsed = time.perf_counter() - started
+
+
+def timed_plan(lap: Lap, fixture: PlanFixture) -> None:
+    """One dry-run plan of the big session, timed; checked."""
+    with lap.time():
+        plan = dry_run_plan(fixture)
     assert plan.dry_run
     check_plan(plan, len(fixture.names), fixture.size, fixture.expected)
-    return elapsed
 
 
 def parse_digests(out: str) -> dict[str, str]:
@@ -346,113 +333,92 @@ def parse_digests(out: str) -> dict[str, str]:
     return digests
 
 
-def timed_openssl(fixture: PlanFixture, command: str) -> float:
-    """find | xargs -0 <command> over the artifacts; seconds, output checked."""
+def timed_openssl(lap: Lap, fixture: PlanFixture, command: str) -> None:
+    """find | xargs -0 <command> over the artifacts, timed; output checked."""
     script = (
         "set -o pipefail; find tool-results -name "
         f"'{ARTIFACT_GLOB}' -print0 | xargs -0 {command}"
     )
-    started = time.perf_counter()
-    done = subprocess.run(
-        ["bash", "-c", script],
-        cwd=fixture.session.path,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    elapsed = time.perf_counter() - started
+    with lap.time():
+        done = subprocess.run(
+            ["bash", "-c", script],
+            cwd=fixture.session.path,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     digests = parse_digests(done.stdout)
     assert len(digests) == len(fixture.names), (len(digests), len(fixture.names))
     for name, digest in fixture.expected.items():
         assert digests[name] == digest, (name, digests[name], digest)
-    return elapsed
 
 
-def timed_hashlib(fixture: PlanFixture) -> float:
-    """A plain Python loop: open, read, sha256 each file; seconds."""
+def timed_hashlib(lap: Lap, fixture: PlanFixture) -> None:
+    """A plain Python loop: open, read, sha256 each file; timed."""
     results = os.path.join(fixture.session.path, TOOL_RESULTS_DIR)
-    digests = {}
-    started = time.perf_counter()
-    for name in fixture.names:
-        digests[name] = sha256_file(os.path.join(results, name))
-    elapsed = time.perf_counter() - started
+    with lap.time():
+        digests = {
+            name: sha256_file(os.path.join(results, name)) for name in fixture.names
+        }
     for name, digest in fixture.expected.items():
         assert digests[name] == digest, name
-    return elapsed
 
 
-def timed_verify(fixture: PlanFixture) -> float:
-    """The plan's first step alone: the journal verified whole; seconds."""
-    started = time.perf_counter()
-    session_projection(fixture.session).verify_whole()
-    return time.perf_counter() - started
+def timed_verify(lap: Lap, fixture: PlanFixture) -> None:
+    """The plan's first step alone: the journal verified whole; timed."""
+    with lap.time():
+        session_projection(fixture.session).verify_whole()
 
 
-def plan_rounds(
-    fixture: PlanFixture, command: str, rounds: int
-) -> dict[str, list[float]]:
+def plan_rounds(fixture: PlanFixture, command: str, rounds: int) -> Rounds:
     """Time the contenders over `rounds` rounds, alternating their order."""
-    contenders: dict[str, Callable[[], float]] = {
-        "plan": lambda: timed_plan(fixture),
-        "openssl": lambda: timed_openssl(fixture, command),
-        "hashlib": lambda: timed_hashlib(fixture),
-        "verify": lambda: timed_verify(fixture),
+    contenders: dict[str, Callable[[Lap], None]] = {
+        "plan": lambda lap: timed_plan(lap, fixture),
+        "openssl": lambda lap: timed_openssl(lap, fixture, command),
+        "hashlib": lambda lap: timed_hashlib(lap, fixture),
+        "verify": lambda lap: timed_verify(lap, fixture),
     }
-    for call in contenders.values():  # warm-up: code, binaries, page cache
-        call()
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    order = list(contenders)
-    for round_no in range(rounds):
-        for name in order if round_no % 2 == 0 else reversed(order):
-            times[name].append(contenders[name]())
-    return times
+    # The warm-up loads code and binaries and warms the page cache.
+    return interleave(contenders, rounds, warmup=True)
 
 
 # ---------------------------------------------------------- 2. apply throughput
 
 
-@dataclass(frozen=True)
-class ApplyRun:
-    """One round of spillvault's apply."""
-
-    open_seconds: float
-    plan_seconds: float
-    apply_seconds: float
-    other_events: dict[str, int]
-    """Events apply recorded besides the two per deletion, by topic."""
-
-
 def apply_round(
+    lap: Lap,
     template: str,
     path: str,
     count: int,
     ahead: datetime,
+    *,
     profiler: cProfile.Profile | None = None,
-) -> ApplyRun:
-    """Apply a real plan deleting every artifact of a fresh copy; checked."""
+) -> dict[str, int]:
+    """Apply a real plan deleting every artifact of a fresh copy; checked.
+
+    Sections: "open", "plan" (dry_run=False) and the apply (main). Returns
+    the events apply recorded besides the two per deletion, by topic.
+    """
     restore(template, path)
-    started = time.perf_counter()
-    session = open_session(path)
-    opened = time.perf_counter() - started
+    with lap.time("open"):
+        session = open_session(path)
     try:
-        started = time.perf_counter()
-        plan = plan_cleanup_from_journal(
-            session,
-            policy=plan_policy(dry_run=False),
-            now=ahead,
-        )
-        planned = time.perf_counter() - started
+        with lap.time("plan"):
+            plan = plan_cleanup_from_journal(
+                session,
+                policy=plan_policy(dry_run=False),
+                now=ahead,
+            )
         assert not plan.dry_run
         assert plan.counts == {"planned_delete": count}, plan.counts
         positions = session.store.max_position()
-        started = time.perf_counter()
-        if profiler is None:
-            report = apply_cleanup_from_journal(session, plan, now=ahead)
-        else:
-            report = profiler.runcall(
-                apply_cleanup_from_journal, session, plan, now=ahead
-            )
-        applied = time.perf_counter() - started
+        with lap.time():
+            if profiler is None:
+                report = apply_cleanup_from_journal(session, plan, now=ahead)
+            else:
+                report = profiler.runcall(
+                    apply_cleanup_from_journal, session, plan, now=ahead
+                )
         assert report.error is None, report.error
         assert report.counts == {"deleted": count}, report.counts
         assert not report.untouched, report.untouched[:5]
@@ -467,7 +433,7 @@ def apply_round(
             assert not left, (directory, left[:5])
     finally:
         session.close()
-    return ApplyRun(opened, planned, applied, dict(topics))
+    return dict(topics)
 
 
 def baseline_copy(template: str, scratch: str) -> tuple[str, list[str]]:
@@ -477,52 +443,39 @@ def baseline_copy(template: str, scratch: str) -> tuple[str, list[str]]:
     return target, sorted(os.listdir(target))
 
 
-def unlink_round(template: str, scratch: str) -> float:
-    """Plain unlink of every file, one directory fsync; seconds."""
+def unlink_round(lap: Lap, template: str, scratch: str) -> None:
+    """Plain unlink of every file, one directory fsync; timed."""
     target, names = baseline_copy(template, scratch)
     fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        started = time.perf_counter()
-        for name in names:
-            os.unlink(name, dir_fd=fd)
-        os.fsync(fd)
-        elapsed = time.perf_counter() - started
+        with lap.time():
+            for name in names:
+                os.unlink(name, dir_fd=fd)
+            os.fsync(fd)
     finally:
         os.close(fd)
     assert not os.listdir(target)
-    return elapsed
 
 
-def careful_round(template: str, scratch: str) -> float:
-    """Per file: rename into a subdir + fsync, unlink + fsync; seconds."""
+def careful_round(lap: Lap, template: str, scratch: str) -> None:
+    """Per file: rename into a subdir + fsync, unlink + fsync; timed."""
     target, names = baseline_copy(template, scratch)
     os.mkdir(os.path.join(target, ".trash"), 0o700)
     fsync_path(target)
     fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     trash = os.open(".trash", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
     try:
-        started = time.perf_counter()
-        for name in names:
-            os.rename(name, name, src_dir_fd=fd, dst_dir_fd=trash)
-            os.fsync(fd)
-            os.unlink(name, dir_fd=trash)
-            os.fsync(trash)
-        elapsed = time.perf_counter() - started
+        with lap.time():
+            for name in names:
+                os.rename(name, name, src_dir_fd=fd, dst_dir_fd=trash)
+                os.fsync(fd)
+                os.unlink(name, dir_fd=trash)
+                os.fsync(trash)
     finally:
         os.close(trash)
         os.close(fd)
     assert os.listdir(target) == [".trash"]
     assert not os.listdir(os.path.join(target, ".trash"))
-    return elapsed
-
-
-@dataclass
-class ApplyTimes:
-    """Every round of (2)."""
-
-    spillvault: list[ApplyRun]
-    unlink: list[float]
-    careful: list[float]
 
 
 def apply_rounds(
@@ -533,22 +486,26 @@ def apply_rounds(
     ahead: datetime,
     rounds: int,
     profiler: cProfile.Profile | None,
-) -> ApplyTimes:
-    """Run (2)'s rounds, alternating the order of the three contenders."""
+) -> tuple[Rounds, list[dict[str, int]]]:
+    """Run (2)'s rounds, alternating the order of the three contenders.
+
+    Returns the times and, per round, the events apply recorded besides the
+    two per deletion.
+    """
     path = os.path.join(scratch, "work", APPLY_SESSION)
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    times = ApplyTimes([], [], [])
-    contenders: list[Callable[[], None]] = [
-        lambda: times.spillvault.append(apply_round(template, path, count, ahead)),
-        lambda: times.unlink.append(unlink_round(template, scratch)),
-        lambda: times.careful.append(careful_round(template, scratch)),
-    ]
-    for round_no in range(rounds):
-        for run in contenders if round_no % 2 == 0 else contenders[::-1]:
-            run()
+    others: list[dict[str, int]] = []
+    contenders: dict[str, Callable[[Lap], None]] = {
+        "spillvault": lambda lap: others.append(
+            apply_round(lap, template, path, count, ahead)
+        ),
+        "unlink": lambda lap: unlink_round(lap, template, scratch),
+        "careful": lambda lap: careful_round(lap, template, scratch),
+    }
+    times = interleave(contenders, rounds)
     if profiler is not None:  # one more, after the timed rounds
-        apply_round(template, path, count, ahead, profiler)
-    return times
+        apply_round(Lap(WARMUP_ROUND), template, path, count, ahead, profiler=profiler)
+    return times, others
 
 
 # ------------------------------------------------------------------- report
@@ -556,23 +513,12 @@ def apply_rounds(
 Row = tuple[str, str, str, str, str]
 
 
-def verdict(*, ok: bool) -> str:
-    """Say whether a target was met."""
-    return "ok" if ok else "MISSED"
-
-
-def mbps(size: float, seconds: float) -> str:
-    """Format a throughput."""
-    return f"{size / seconds / MB:,.0f} MB/s"
-
-
 def plan_table(
-    times: dict[str, list[float]], count: int, total: int, label: str
+    times: Rounds, count: int, total: int, label: str
 ) -> tuple[list[Row], str]:
     """Rows of (1) and its per-round note."""
-    med = {name: statistics.median(values) for name, values in times.items()}
-    per_round = [o / p for p, o in zip(times["plan"], times["openssl"], strict=True)]
-    ratio = med["openssl"] / med["plan"]
+    med = {name: times.stats(name).median for name in times.times}
+    ratio = times.ratio("openssl", "plan")  # throughput: baseline time / ours
     rows: list[Row] = [
         (
             f"1 plan_cleanup_from_journal, {count:,} artifacts, {total / MB:,.0f} MB",
@@ -581,8 +527,8 @@ def plan_table(
                 f"artifacts/s, {med['plan']:.2f} s)"
             ),
             f"{mbps(total, med['openssl'])} {label} ({med['openssl']:.2f} s)",
-            f"{ratio:.2f}x (per-round {statistics.median(per_round):.2f}x)",
-            f">= {RATIO_TARGET}x {verdict(ok=ratio >= RATIO_TARGET)}",
+            ratio.describe(),
+            f">= {RATIO_TARGET}x {verdict(ok=ratio.of_medians >= RATIO_TARGET)}",
         ),
         (
             "  info: Python open+read+hashlib.sha256 per file",
@@ -599,26 +545,20 @@ def plan_table(
             "-",
         ),
     ]
-    note = "(1) rounds, seconds plan/openssl/hashlib/verify_whole: " + " ".join(
-        f"{p:.2f}/{o:.2f}/{h:.2f}/{v:.3f}"
-        for p, o, h, v in zip(
-            times["plan"],
-            times["openssl"],
-            times["hashlib"],
-            times["verify"],
-            strict=True,
-        )
+    note = "(1) rounds, seconds plan/openssl/hashlib/verify_whole: " + round_by_round(
+        *(times.seconds(name) for name in ("plan", "openssl", "hashlib", "verify")),
+        specs=(".2f", ".2f", ".2f", ".3f"),
     )
     return rows, note
 
 
-def apply_table(times: ApplyTimes, count: int) -> tuple[list[Row], list[str]]:
+def apply_table(
+    times: Rounds, others: list[dict[str, int]], count: int
+) -> tuple[list[Row], list[str]]:
     """Rows of (2) and its notes."""
-    runs = times.spillvault
-    applied = [run.apply_seconds for run in runs]
-    med = statistics.median(applied)
-    unlink = statistics.median(times.unlink)
-    careful = statistics.median(times.careful)
+    med = times.stats("spillvault").median
+    unlink = times.stats("unlink").median
+    careful = times.stats("careful").median
     per_thousand = 1000 / count
 
     def rate(seconds: float) -> str:
@@ -627,25 +567,25 @@ def apply_table(times: ApplyTimes, count: int) -> tuple[list[Row], list[str]]:
             f"({seconds * per_thousand * 1e3:,.0f} ms per 1,000)"
         )
 
-    def times_of(base: list[float], med_base: float) -> str:
-        per_round = statistics.median(a / b for a, b in zip(applied, base, strict=True))
-        return f"{med / med_base:,.1f}x its time (per-round {per_round:,.1f}x)"
+    def times_of(base: str) -> str:
+        ratio = times.ratio("spillvault", base)
+        return f"{ratio.of_medians:,.1f}x its time (per-round {ratio.per_round:,.1f}x)"
 
-    open_ms = statistics.median(run.open_seconds for run in runs) * 1e3
-    plan_s = statistics.median(run.plan_seconds for run in runs)
+    open_ms = times.stats("spillvault", "open").median * 1e3
+    plan_s = times.stats("spillvault", "plan").median
     rows: list[Row] = [
         (
             f"2 apply_cleanup_from_journal, {count:,} deletions",
             rate(med),
             f"unlink + 1 dir fsync: {rate(unlink)}",
-            times_of(times.unlink, unlink),
+            times_of("unlink"),
             "-",
         ),
         (
             "  same, against a careful deleter",
             "-",
             f"rename+fsync+unlink+fsync: {rate(careful)}",
-            times_of(times.careful, careful),
+            times_of("careful"),
             "-",
         ),
         (
@@ -656,18 +596,18 @@ def apply_table(times: ApplyTimes, count: int) -> tuple[list[Row], list[str]]:
             "-",
         ),
     ]
-    others = sorted({topic for run in runs for topic in run.other_events})
+    topics = sorted({topic for run in others for topic in run})
     extra = ", ".join(
-        "/".join(str(run.other_events.get(topic, 0)) for run in runs) + f" {topic}"
-        for topic in others
+        "/".join(str(run.get(topic, 0)) for run in others) + f" {topic}"
+        for topic in topics
     )
     per_sync = careful / (CAREFUL_SYNCS * count)
     floor = per_sync * SPILLVAULT_SYNCS * count
     notes = [
         "(2) rounds, seconds spillvault/unlink/careful: "
-        + " ".join(
-            f"{a:.2f}/{u:.3f}/{c:.2f}"
-            for a, u, c in zip(applied, times.unlink, times.careful, strict=True)
+        + round_by_round(
+            *(times.seconds(name) for name in ("spillvault", "unlink", "careful")),
+            specs=(".2f", ".3f", ".2f"),
         ),
         (
             f"(2) durable writes per deletion: spillvault {SPILLVAULT_SYNCS} "
@@ -683,29 +623,6 @@ def apply_table(times: ApplyTimes, count: int) -> tuple[list[Row], list[str]]:
         ),
     ]
     return rows, notes
-
-
-def print_table(rows: list[Row]) -> None:
-    """Print rows under a header, columns padded."""
-    headers = ("case", "spillvault", "baseline (same run)", "ratio", "target")
-    table = [headers, *rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(headers))]
-    for row in table:
-        cells = zip(row, widths, strict=True)
-        print("  ".join(cell.ljust(width) for cell, width in cells).rstrip())
-
-
-def print_profile(profiler: cProfile.Profile, what: str) -> None:
-    """Print the top entries of a profile, by cumulative and by own time."""
-    for order in ("cumulative", "tottime"):
-        out = io.StringIO()
-        stats = pstats.Stats(profiler, stream=out)
-        stats.strip_dirs().sort_stats(order).print_stats(PROFILE_TOP)
-        lines = out.getvalue().splitlines()
-        start = next(i for i, line in enumerate(lines) if "ncalls" in line)
-        total = next((line for line in lines if "function calls" in line), "")
-        print(f"\ncProfile, {what}, top {PROFILE_TOP} by {order}: {total.strip()}")
-        print("\n".join(line for line in lines[start:] if line.strip()))
 
 
 # --------------------------------------------------------------------- main
@@ -782,7 +699,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def plan_phase(
     root: str, args: argparse.Namespace, command: str
-) -> tuple[dict[str, list[float]], datetime, cProfile.Profile | None]:
+) -> tuple[Rounds, datetime, cProfile.Profile | None]:
     """(1): build once, reopen, warm the page cache, time the rounds."""
     count = args.artifacts
     size = int(args.total_mb * MB) // count
@@ -823,7 +740,12 @@ def plan_phase(
         fixture = PlanFixture(session, names, size, expected, ahead)
         times = plan_rounds(fixture, command, args.rounds)
         if profiler is not None:
-            profiler.runcall(timed_plan, fixture)
+            check_plan(
+                profiler.runcall(dry_run_plan, fixture),
+                count,
+                size,
+                expected,
+            )
         assert artifact_names(plan_path) == names, "a dry-run plan changed files"
     finally:
         session.close()
@@ -834,7 +756,7 @@ def plan_phase(
 
 def apply_phase(
     root: str, args: argparse.Namespace, ahead: datetime
-) -> tuple[ApplyTimes, cProfile.Profile | None]:
+) -> tuple[Rounds, list[dict[str, int]], cProfile.Profile | None]:
     """(2): one template, copied for every round."""
     count = args.apply_count
     size = int(args.apply_kb * KB)
@@ -846,25 +768,17 @@ def apply_phase(
         + "; every round works on a fresh fsynced copy of it"
     )
     profiler = cProfile.Profile() if args.profile else None
-    times = apply_rounds(
+    times, others = apply_rounds(
         template, root, count, ahead=ahead, rounds=args.rounds, profiler=profiler
     )
-    return times, profiler
+    return times, others, profiler
 
 
 def bench(root: str, args: argparse.Namespace) -> int:
     """Measure everything under `root` and print the table."""
-    kind = fs_type(root)
     started = time.perf_counter()
     command, label = hasher()
-    print(
-        f"python {platform.python_version()} on {platform.system()} "
-        f"{platform.machine()}, {os.cpu_count()} CPUs, load {load_average()}; "
-        f"SQLite {sqlite3.sqlite_version}; baseline {label}; "
-        f"temp dir {root} ({kind})"
-    )
-    if kind in {"tmpfs", "ramfs"}:
-        print("WARNING: fsync is a no-op on this file system; use --dir")
+    print_host(root, f"SQLite {sqlite3.sqlite_version}", f"baseline {label}")
     count = args.artifacts
     total = int(args.total_mb * MB) // count * count
     free = shutil.disk_usage(root).free
@@ -878,20 +792,21 @@ def bench(root: str, args: argparse.Namespace) -> int:
     print(f"{free / 1e9:.0f} GB free")
 
     plan_times, ahead, plan_profile = plan_phase(root, args, command)
-    apply_times, apply_profile = apply_phase(root, args, ahead)
+    apply_times, others, apply_profile = apply_phase(root, args, ahead)
 
     rows, plan_note = plan_table(plan_times, count, total, label)
-    apply_rows, apply_notes = apply_table(apply_times, args.apply_count)
+    apply_rows, apply_notes = apply_table(apply_times, others, args.apply_count)
     print()
-    print_table(rows + apply_rows)
+    print_table(CASE_HEADERS, rows + apply_rows)
     print()
     for note in [plan_note, *apply_notes]:
         print(note)
     if plan_profile is not None:
-        print_profile(plan_profile, f"one plan of {count:,} artifacts")
+        print_profile(plan_profile, f"one plan of {count:,} artifacts", PROFILE_TOP)
     if apply_profile is not None:
-        print_profile(apply_profile, f"one apply of {args.apply_count:,} deletions")
-    print(f"total {time.perf_counter() - started:.0f} s; load now {load_average()}")
+        what = f"one apply of {args.apply_count:,} deletions"
+        print_profile(apply_profile, what, PROFILE_TOP)
+    print_footer(started)
     return 0
 
 

@@ -51,12 +51,14 @@ Two measurements, each against a baseline taken in the same run:
    with the record projected from the stored event at its position).
    Baseline for (a) and (c): reading the whole journal file and hashing it
    with hashlib.sha256, a naive full read (page cache warm, like the journal
-   (c) reads). Each round starts from a fresh, fsynced copy of the store-only
-   session.
+   (c) reads), interleaved with (a)-(c): after them in one round, before them
+   (on the journal the round before left) in the next. Each round starts from
+   a fresh, fsynced copy of the store-only session.
 
-`--rounds` (3) rounds of each; in (1) the order of the 1k, 100k and SQLite
-runs alternates between rounds. Medians are shown, and ratios are also given
-as the median of per-round ratios (the disk's speed drifts on a shared host).
+`--rounds` (3) rounds of each; the order of the contenders (in (1) the 1k,
+100k and SQLite runs) alternates between rounds. Medians are shown, and ratios
+are also given as the median of per-round ratios (the disk's speed drifts on a
+shared host).
 `--profile` profiles (b) and (c) once more after the timed rounds with cProfile
 and prints the top entries.
 
@@ -78,18 +80,15 @@ import argparse
 import cProfile
 import gc
 import hashlib
-import io
 import os
-import platform
-import pstats
 import shutil
 import sqlite3
 import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
-from importlib import metadata
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from spillvault.adapters.owners.memory_owner import InMemoryOwner
 from spillvault.adapters.services.lease_projection import SAVE_EVERY, session_projection
@@ -103,9 +102,28 @@ from spillvault.domain.values import (
     ArtifactRetentionClaim,
 )
 
-from hostfacts import fs_type, load_average
+from harness import (
+    CASE_HEADERS,
+    MB,
+    interleave,
+    print_footer,
+    print_host,
+    print_profile,
+    print_table,
+    ratio,
+    restore,
+    round_by_round,
+    verdict,
+    version_of,
+)
 
-MB = 1000 * 1000
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from spillvault.adapters.session import ArtifactRetentionJournal
+
+    from harness import Lap, Rounds
+
 SMALL_HISTORY = 1000
 DEFAULT_HISTORY = 100_000
 DEFAULT_PUBLISHES = 200
@@ -122,17 +140,6 @@ PROFILE_TOP = 15
 SESSION_NAME = "bench-journal-session"
 ARTIFACT_TEXT = "text\n" * 5000
 ROW = "x" * 200
-
-
-# ------------------------------------------------------------------ host facts
-
-
-def version_of(package: str) -> str:
-    """The installed version of `package`, or "unknown"."""
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 # --------------------------------------------------------------------- fixtures
@@ -154,32 +161,6 @@ class Fixture:
     claim: ArtifactRetentionClaim
     build_seconds: float
     prime_seconds: float
-
-
-def fsync_tree(root: str) -> None:
-    """fsync every file and directory under `root`, and `root`'s parent."""
-    for here, _dirs, files in os.walk(root):
-        for name in [*files, "."]:
-            fd = os.open(os.path.join(here, name), os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-    fd = os.open(os.path.dirname(root), os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def restore(template: str, path: str) -> None:
-    """Replace the session at `path` by a durable copy of `template`."""
-    # Closed sessions must be gone first: the session lock is found by the
-    # directory's inode, which the copy may reuse.
-    gc.collect()
-    shutil.rmtree(path, ignore_errors=True)
-    shutil.copytree(template, path, symlinks=True)
-    fsync_tree(path)
 
 
 def build_history(
@@ -236,83 +217,90 @@ def make_fixture(root: str, label: str, lease_events: int) -> Fixture:
 # ------------------------------------------------------ 1. publish throughput
 
 
-@dataclass(frozen=True)
-class PublishRun:
-    """One round's publishes on one fixture."""
+@dataclass
+class PublishRuns:
+    """What the rounds of (1) leave besides their times, per fixture."""
 
-    open_seconds: float
-    first_ms: float
-    latencies: list[float]
-    close_seconds: float
-
-    @property
-    def seconds(self) -> float:
-        """Time of the timed publishes."""
-        return sum(self.latencies)
-
-    @property
-    def rate(self) -> float:
-        """Publishes per second."""
-        return len(self.latencies) / self.seconds
+    first_ms: list[float] = field(default_factory=list)
+    """The first (untimed warm-up) publish of each round."""
+    latencies: list[float] = field(default_factory=list)
+    """Every timed publish of every round, seconds."""
 
 
-def publish_round(fixture: Fixture, publishes: int, round_no: int) -> PublishRun:
-    """Publish on a fresh copy of the primed session; time open, each publish."""
-    restore(fixture.primed, fixture.path)
-    owner = InMemoryOwner()
-    started = time.perf_counter()
-    session = open_session(fixture.path)
-    opened = time.perf_counter() - started
-    try:
-        journal = session.journal
-        ids = [f"publish-{round_no}-{i:06d}" for i in range(WARMUP_PUBLISHES)]
-        ids += [f"publish-{round_no}-timed-{i:06d}" for i in range(publishes)]
-        latencies = []
-        for tx in ids:
-            began = time.perf_counter()
-            journal.publish_reference(
-                fixture.claim, owner.publisher(fixture.memory, tx), transaction_id=tx
-            )
-            latencies.append(time.perf_counter() - began)
-        expected = fixture.lease_events + 2 * len(ids)
-        checkpoint = session_projection(session).checkpoint
-        assert checkpoint.sequence == expected, (checkpoint, expected)
-        lease = session.store.get_lease(ids[-1])
-        assert lease.phase is ArtifactLeasePhase.COMMITTED, lease.phase
-        with owner.inspect_fenced(lease.transaction) as fence:
-            presence = fence.observation.presence
-        assert presence is ArtifactReferencePresence.PUBLISHED, presence
-        started = time.perf_counter()
-    finally:
-        session.close()
-    closed = time.perf_counter() - started
-    return PublishRun(
-        open_seconds=opened,
-        first_ms=latencies[0] * 1e3,
-        latencies=latencies[WARMUP_PUBLISHES:],
-        close_seconds=closed,
+def publish_round(
+    fixture: Fixture, publishes: int, runs: PublishRuns
+) -> Callable[[Lap], None]:
+    """A contender: publish on a fresh copy of the primed session.
+
+    Sections: "open", "close", and the timed publishes (main), each also
+    timed alone for the latency percentiles.
+    """
+
+    def call(lap: Lap) -> None:
+        restore(fixture.primed, fixture.path)
+        owner = InMemoryOwner()
+        with lap.time("open"):
+            session = open_session(fixture.path)
+        try:
+            journal = session.journal
+            tag = f"publish-{lap.round_no}"
+            warmup = [f"{tag}-{i:06d}" for i in range(WARMUP_PUBLISHES)]
+            timed = [f"{tag}-timed-{i:06d}" for i in range(publishes)]
+            latencies = [publish(journal, owner, fixture, tx) for tx in warmup]
+            with lap.time():
+                latencies += [publish(journal, owner, fixture, tx) for tx in timed]
+            expected = fixture.lease_events + 2 * (len(warmup) + len(timed))
+            checkpoint = session_projection(session).checkpoint
+            assert checkpoint.sequence == expected, (checkpoint, expected)
+            lease = session.store.get_lease(timed[-1])
+            assert lease.phase is ArtifactLeasePhase.COMMITTED, lease.phase
+            with owner.inspect_fenced(lease.transaction) as fence:
+                presence = fence.observation.presence
+            assert presence is ArtifactReferencePresence.PUBLISHED, presence
+        finally:
+            with lap.time("close"):
+                session.close()
+        runs.first_ms.append(latencies[0] * 1e3)
+        runs.latencies += latencies[WARMUP_PUBLISHES:]
+
+    return call
+
+
+def publish(
+    journal: ArtifactRetentionJournal, owner: InMemoryOwner, fixture: Fixture, tx: str
+) -> float:
+    """One publish_reference; its seconds."""
+    began = time.perf_counter()
+    journal.publish_reference(
+        fixture.claim, owner.publisher(fixture.memory, tx), transaction_id=tx
     )
+    return time.perf_counter() - began
 
 
-def sqlite_round(root: str, ops: int, round_no: int) -> float:
-    """Time `ops` one-row INSERT + COMMITs into a fresh WAL, synchronous=FULL file."""
-    path = os.path.join(root, f"baseline-{round_no}.sqlite3")
-    connection = sqlite3.connect(path, isolation_level=None)
-    try:
-        connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute("PRAGMA synchronous=FULL")
-        connection.execute("CREATE TABLE ops (id INTEGER PRIMARY KEY, payload TEXT)")
-        for _ in range(SQLITE_WARMUP):
-            insert_commit(connection)
-        started = time.perf_counter()
-        for _ in range(ops):
-            insert_commit(connection)
-        return time.perf_counter() - started
-    finally:
-        connection.close()
-        for suffix in ("", "-wal", "-shm"):
-            if os.path.exists(path + suffix):
-                os.unlink(path + suffix)
+def sqlite_round(root: str, ops: int) -> Callable[[Lap], None]:
+    """A contender: `ops` one-row INSERT + COMMITs, WAL, synchronous=FULL."""
+
+    def call(lap: Lap) -> None:
+        path = os.path.join(root, f"baseline-{lap.round_no}.sqlite3")
+        connection = sqlite3.connect(path, isolation_level=None)
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=FULL")
+            connection.execute(
+                "CREATE TABLE ops (id INTEGER PRIMARY KEY, payload TEXT)"
+            )
+            for _ in range(SQLITE_WARMUP):
+                insert_commit(connection)
+            with lap.time():
+                for _ in range(ops):
+                    insert_commit(connection)
+        finally:
+            connection.close()
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(path + suffix):
+                    os.unlink(path + suffix)
+
+    return call
 
 
 def insert_commit(connection: sqlite3.Connection) -> None:
@@ -322,96 +310,86 @@ def insert_commit(connection: sqlite3.Connection) -> None:
     connection.execute("COMMIT")
 
 
-@dataclass
-class PublishTimes:
-    """Every round of (1)."""
-
-    small: list[PublishRun]
-    large: list[PublishRun]
-    sqlite: list[float]
-
-
 def publish_rounds(
     root: str, small: Fixture, large: Fixture, publishes: int, rounds: int
-) -> PublishTimes:
+) -> tuple[Rounds, dict[str, PublishRuns]]:
     """Run (1)'s rounds, alternating the order of the three contenders."""
-    times = PublishTimes([], [], [])
-    ops = publishes * STORE_COMMITS_PER_PUBLISH
-    contenders = [
-        lambda r: times.small.append(publish_round(small, publishes, r)),
-        lambda r: times.large.append(publish_round(large, publishes, r)),
-        lambda r: times.sqlite.append(sqlite_round(root, ops, r)),
-    ]
-    for round_no in range(rounds):
-        order = contenders if round_no % 2 == 0 else contenders[::-1]
-        for run in order:
-            run(round_no)
-    return times
+    runs = {small.label: PublishRuns(), large.label: PublishRuns()}
+    contenders = {
+        small.label: publish_round(small, publishes, runs[small.label]),
+        large.label: publish_round(large, publishes, runs[large.label]),
+        "sqlite": sqlite_round(root, publishes * STORE_COMMITS_PER_PUBLISH),
+    }
+    return interleave(contenders, rounds), runs
 
 
 # ------------------------------------------------- 2. opening and verifying
 
 
-@dataclass(frozen=True)
-class OpenRun:
-    """One round of (2)."""
-
-    first_open: float
-    first_close: float
-    second_open: float
-    verify: float
-    records: int
-    journal_bytes: int
-    hash_seconds: float
+OPEN_SECTIONS = ("first_open", "first_close", "second_open", "verify")
 
 
-def hash_file(path: str) -> float:
-    """Read the whole file and SHA-256 it (the naive full read); seconds."""
-    started = time.perf_counter()
-    with open(path, "rb") as handle:
-        data = handle.read()
-    hashlib.sha256(data).hexdigest()
-    return time.perf_counter() - started
+@dataclass
+class JournalFacts:
+    """The journal (2) verified: its records and size."""
+
+    records: int = 0
+    size: int = 0
 
 
-def open_round(fixture: Fixture, round_no: int) -> OpenRun:
-    """First open of the store-only copy, close, the baseline, second open, verify."""
-    restore(fixture.raw, fixture.path)
+def open_round(fixture: Fixture, facts: JournalFacts) -> Callable[[Lap], None]:
+    """A contender: first open of the store-only copy, close, second open, verify."""
     journal_path = os.path.join(fixture.path, RETENTION_JOURNAL_NAME)
-    assert not os.path.exists(journal_path)
-    started = time.perf_counter()
-    session = open_session(fixture.path)
-    first_open = time.perf_counter() - started
-    started = time.perf_counter()
-    session.close()
-    first_close = time.perf_counter() - started
-    hash_seconds = hash_file(journal_path) if round_no % 2 == 0 else 0.0
-    started = time.perf_counter()
-    session = open_session(fixture.path)
-    second_open = time.perf_counter() - started
-    try:
-        started = time.perf_counter()
-        report = session.journal.verify()
-        verify = time.perf_counter() - started
-    finally:
-        session.close()
-    if round_no % 2 == 1:
-        hash_seconds = hash_file(journal_path)
-    assert report.records == fixture.lease_events, report
-    assert report.torn_bytes == 0, report
-    return OpenRun(
-        first_open=first_open,
-        first_close=first_close,
-        second_open=second_open,
-        verify=verify,
-        records=report.records,
-        journal_bytes=os.path.getsize(journal_path),
-        hash_seconds=hash_seconds,
-    )
+
+    def call(lap: Lap) -> None:
+        restore(fixture.raw, fixture.path)
+        assert not os.path.exists(journal_path)
+        with lap.time("first_open"):
+            session = open_session(fixture.path)
+        with lap.time("first_close"):
+            session.close()
+        with lap.time("second_open"):
+            session = open_session(fixture.path)
+        try:
+            with lap.time("verify"):
+                report = session.journal.verify()
+        finally:
+            session.close()
+        assert report.records == fixture.lease_events, report
+        assert report.torn_bytes == 0, report
+        facts.records = report.records
+        facts.size = os.path.getsize(journal_path)
+
+    return call
+
+
+def hash_file(path: str) -> Callable[[Lap], None]:
+    """A contender: read the whole file and SHA-256 it (the naive full read)."""
+
+    def call(lap: Lap) -> None:
+        with lap.time():
+            with open(path, "rb") as handle:
+                data = handle.read()
+            hashlib.sha256(data).hexdigest()
+
+    return call
+
+
+def open_rounds(fixture: Fixture, rounds: int) -> tuple[Rounds, JournalFacts]:
+    """Run (2)'s rounds, the full read before (a)-(c) or after them, alternating."""
+    facts = JournalFacts()
+    # The first round runs "open" first: the journal the read hashes exists
+    # from then on (each later round reads the one the round before left).
+    contenders = {
+        "open": open_round(fixture, facts),
+        "hash": hash_file(os.path.join(fixture.path, RETENTION_JOURNAL_NAME)),
+    }
+    return interleave(contenders, rounds), facts
 
 
 def profile_open_verify(fixture: Fixture) -> None:
     """Profile one second open and one verify of the primed session; print tops."""
+    label = f"{short(fixture.lease_events)} lease events"
     restore(fixture.primed, fixture.path)
     for what in ("second open_session", "journal.verify()"):
         profiler = cProfile.Profile()
@@ -428,15 +406,7 @@ def profile_open_verify(fixture: Fixture) -> None:
                 profiler.disable()
             finally:
                 session.close()
-        out = io.StringIO()
-        stats = pstats.Stats(profiler, stream=out)
-        stats.strip_dirs().sort_stats("cumulative").print_stats(PROFILE_TOP)
-        print(f"\ncProfile, {what}, {short(fixture.lease_events)} lease events:")
-        lines = out.getvalue().splitlines()
-        start = next(i for i, line in enumerate(lines) if "ncalls" in line)
-        total = next((line for line in lines if "function calls" in line), "")
-        print(total.strip())
-        print("\n".join(line for line in lines[start:] if line.strip()))
+        print_profile(profiler, f"{what}, {label}", PROFILE_TOP, ("cumulative",))
 
 
 # ------------------------------------------------------------------- report
@@ -444,19 +414,9 @@ def profile_open_verify(fixture: Fixture) -> None:
 Row = tuple[str, str, str, str, str]
 
 
-def verdict(*, ok: bool) -> str:
-    """Say whether a target was met."""
-    return "ok" if ok else "MISSED"
-
-
-def median_of(runs: list[PublishRun], attr: str) -> float:
-    """Median of one float attribute over the runs."""
-    return statistics.median(getattr(run, attr) for run in runs)
-
-
-def percentile_ms(runs: list[PublishRun], fraction: float) -> float:
+def percentile_ms(latencies: list[float], fraction: float) -> float:
     """A latency percentile (ms) over every timed publish of every round."""
-    values = sorted(value for run in runs for value in run.latencies)
+    values = sorted(latencies)
     return values[min(len(values) - 1, int(fraction * len(values)))] * 1e3
 
 
@@ -466,11 +426,15 @@ def short(count: int) -> str:
 
 
 def publish_table(
-    times: PublishTimes, small: Fixture, large: Fixture, publishes: int
+    times: Rounds,
+    runs: dict[str, PublishRuns],
+    fixtures: tuple[Fixture, Fixture],
+    publishes: int,
 ) -> tuple[list[Row], list[str]]:
     """Rows of (1) and its notes."""
+    small, large = fixtures
     ops = publishes * STORE_COMMITS_PER_PUBLISH
-    sqlite_rate = ops / statistics.median(times.sqlite)
+    sqlite_rate = ops / times.stats("sqlite").median
     per_four = sqlite_rate / DURABLE_WRITES_PER_PUBLISH
     baseline = f"sqlite commit {sqlite_rate:,.0f} ops/s; /4 = {per_four:,.0f}/s"
     tag = {
@@ -479,42 +443,47 @@ def publish_table(
     }
     rows: list[Row] = []
     rates = {}
-    for fixture, runs in ((small, times.small), (large, times.large)):
-        rate = publishes / statistics.median(run.seconds for run in runs)
-        rates[fixture.label] = rate
-        per_round = statistics.median(
-            run.rate / (ops / sqlite / DURABLE_WRITES_PER_PUBLISH)
-            for run, sqlite in zip(runs, times.sqlite, strict=True)
-        )
-        case = f"1 publish_reference, {tag[fixture.label]} prior lease events"
-        p50, p99 = percentile_ms(runs, 0.5), percentile_ms(runs, 0.99)
+    for fixture in fixtures:
+        label = fixture.label
+        rate = publishes / times.stats(label).median
+        rates[label] = rate
+        # publishes/s over (sqlite ops/s / 4) is a time ratio, scaled.
+        scale = publishes * DURABLE_WRITES_PER_PUBLISH / ops
+        per_round = times.ratio("sqlite", label).scaled(scale).per_round
+        case = f"1 publish_reference, {tag[label]} prior lease events"
+        latencies = runs[label].latencies
+        p50, p99 = percentile_ms(latencies, 0.5), percentile_ms(latencies, 0.99)
         value = f"{rate:,.0f} publishes/s (p50 {p50:.2f} ms, p99 {p99:.2f} ms)"
-        ratio = f"{rate / per_four:.2f}x of /4 (per-round {per_round:.2f}x)"
-        rows.append((case, value, baseline, ratio, "-"))
+        ratio_text = f"{rate / per_four:.2f}x of /4 (per-round {per_round:.2f}x)"
+        rows.append((case, value, baseline, ratio_text, "-"))
     flat = rates[large.label] / rates[small.label]
-    per_round_flat = [
-        big.rate / little.rate
-        for big, little in zip(times.large, times.small, strict=True)
-    ]
-    rounds = " ".join(f"{r:.2f}" for r in per_round_flat)
+    per_round_flat = times.ratio(small.label, large.label)
+    rounds = " ".join(f"{r:.2f}" for r in per_round_flat.rounds)
     case = f"  flat: publishes/s {tag[large.label]} / {tag[small.label]}"
-    ratio = f"per-round {statistics.median(per_round_flat):.2f} (rounds: {rounds})"
+    ratio_text = f"per-round {per_round_flat.per_round:.2f} (rounds: {rounds})"
     target = f">= {FLAT_TARGET} {verdict(ok=flat >= FLAT_TARGET)}"
-    rows.append((case, f"{flat:.2f}", "-", ratio, target))
-    infos = (
-        ("  info: open_session before publishing (view saved)", "open_seconds", 1e3),
-        ("  info: first (untimed warm-up) publish", "first_ms", 1.0),
-        ("  info: close after publishing (saves the view)", "close_seconds", 1e3),
-    )
-    for case, attr, scale in infos:
-        lo = median_of(times.small, attr) * scale
-        hi = median_of(times.large, attr) * scale
+    rows.append((case, f"{flat:.2f}", "-", ratio_text, target))
+    infos = {
+        "  info: open_session before publishing (view saved)": {
+            label: times.stats(label, "open").median * 1e3 for label in tag
+        },
+        "  info: first (untimed warm-up) publish": {
+            label: statistics.median(runs[label].first_ms) for label in tag
+        },
+        "  info: close after publishing (saves the view)": {
+            label: times.stats(label, "close").median * 1e3 for label in tag
+        },
+    }
+    for case, ms in infos.items():
+        lo, hi = ms[small.label], ms[large.label]
         value = f"{tag[small.label]} {lo:,.1f} ms, {tag[large.label]} {hi:,.1f} ms"
-        ratio = f"{hi / lo:.2f}x ({tag[large.label]}/{tag[small.label]})"
-        rows.append((case, value, "-", ratio, "-"))
-    seconds = " ".join(
-        f"{a.seconds:.3f}/{b.seconds:.3f}/{s:.3f}"
-        for a, b, s in zip(times.small, times.large, times.sqlite, strict=True)
+        ratio_text = f"{hi / lo:.2f}x ({tag[large.label]}/{tag[small.label]})"
+        rows.append((case, value, "-", ratio_text, "-"))
+    seconds = round_by_round(
+        times.seconds(small.label),
+        times.seconds(large.label),
+        times.seconds("sqlite"),
+        specs=(".3f", ".3f", ".3f"),
     )
     notes = [
         (
@@ -538,27 +507,29 @@ def publish_table(
     return rows, notes
 
 
-def open_table(runs: list[OpenRun], fixture: Fixture) -> tuple[list[Row], list[str]]:
+def open_table(
+    times: Rounds, facts: JournalFacts, fixture: Fixture
+) -> tuple[list[Row], list[str]]:
     """Rows of (2) and its notes."""
-    first = statistics.median(run.first_open for run in runs)
-    second = statistics.median(run.second_open for run in runs)
-    verify = statistics.median(run.verify for run in runs)
-    hashed = statistics.median(run.hash_seconds for run in runs)
-    size = runs[-1].journal_bytes
-    records = runs[-1].records
+    first = times.stats("open", "first_open").median
+    second = times.stats("open", "second_open").median
+    verify = times.stats("open", "verify").median
+    hashed = times.stats("hash").median
+    size = facts.size
+    records = facts.records
     label = short(fixture.lease_events)
     baseline = (
         f"read+sha256 of the journal {hashed * 1e3:,.1f} ms "
         f"({size / MB / hashed:,.0f} MB/s)"
     )
-    per_first = statistics.median(r.first_open / r.hash_seconds for r in runs)
-    per_verify = statistics.median(r.verify / r.hash_seconds for r in runs)
+    per_first = ratio(times.seconds("open", "first_open"), times.seconds("hash"))
+    per_verify = ratio(times.seconds("open", "verify"), times.seconds("hash"))
     rows: list[Row] = [
         (
             f"2a first open_session, {label} lease events, journal empty",
             f"{first:,.2f} s ({records / first:,.0f} events/s)",
             baseline,
-            f"{first / hashed:,.0f}x slower (per-round {per_first:,.0f}x)",
+            f"{first / hashed:,.0f}x slower (per-round {per_first.per_round:,.0f}x)",
             "-",
         ),
         (
@@ -572,7 +543,7 @@ def open_table(runs: list[OpenRun], fixture: Fixture) -> tuple[list[Row], list[s
             "2c session.journal.verify() (whole journal)",
             f"{verify:,.2f} s ({records / verify:,.0f} records/s)",
             baseline,
-            f"{verify / hashed:,.0f}x slower (per-round {per_verify:,.0f}x)",
+            f"{verify / hashed:,.0f}x slower (per-round {per_verify.per_round:,.0f}x)",
             "-",
         ),
         (
@@ -583,25 +554,16 @@ def open_table(runs: list[OpenRun], fixture: Fixture) -> tuple[list[Row], list[s
             "-",
         ),
     ]
+    columns = [times.seconds("open", section) for section in OPEN_SECTIONS]
     notes = [
         "(2) rounds, seconds first open/close/second open/verify/read+sha256: "
-        + " ".join(
-            f"{r.first_open:.2f}/{r.first_close:.3f}/{r.second_open:.3f}/"
-            f"{r.verify:.2f}/{r.hash_seconds:.3f}"
-            for r in runs
+        + round_by_round(
+            *columns,
+            times.seconds("hash"),
+            specs=(".2f", ".3f", ".3f", ".2f", ".3f"),
         ),
     ]
     return rows, notes
-
-
-def print_table(rows: list[Row]) -> None:
-    """Print rows under a header, columns padded."""
-    headers = ("case", "spillvault", "baseline (same run)", "ratio", "target")
-    table = [headers, *rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(headers))]
-    for row in table:
-        cells = zip(row, widths, strict=True)
-        print("  ".join(cell.ljust(width) for cell, width in cells).rstrip())
 
 
 # --------------------------------------------------------------------- main
@@ -659,16 +621,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def bench(root: str, args: argparse.Namespace) -> int:
     """Measure everything under `root` and print the table."""
-    kind = fs_type(root)
     started = time.perf_counter()
-    print(
-        f"python {platform.python_version()} on {platform.system()} "
-        f"{platform.machine()}, {os.cpu_count()} CPUs, load {load_average()}; "
-        f"SQLite {sqlite3.sqlite_version}, eventsourcing "
-        f"{version_of('eventsourcing')}; temp dir {root} ({kind})"
+    print_host(
+        root,
+        f"SQLite {sqlite3.sqlite_version}, eventsourcing {version_of('eventsourcing')}",
     )
-    if kind in {"tmpfs", "ramfs"}:
-        print("WARNING: fsync is a no-op on this file system; use --dir")
     small = make_fixture(root, "small", min(SMALL_HISTORY, args.history))
     large = make_fixture(root, "large", args.history)
     print(
@@ -678,19 +635,19 @@ def bench(root: str, args: argparse.Namespace) -> int:
         f"{args.rounds} rounds, order alternating; fixtures ready in "
         f"{time.perf_counter() - started:.1f} s"
     )
-    times = publish_rounds(root, small, large, args.publishes, args.rounds)
-    opens = [open_round(large, round_no) for round_no in range(args.rounds)]
+    times, runs = publish_rounds(root, small, large, args.publishes, args.rounds)
+    opens, facts = open_rounds(large, args.rounds)
 
-    rows, notes = publish_table(times, small, large, args.publishes)
-    open_rows, open_notes = open_table(opens, large)
+    rows, notes = publish_table(times, runs, (small, large), args.publishes)
+    open_rows, open_notes = open_table(opens, facts, large)
     print()
-    print_table(rows + open_rows)
+    print_table(CASE_HEADERS, rows + open_rows)
     print()
     for note in notes + open_notes:
         print(note)
     if args.profile:
         profile_open_verify(large)
-    print(f"total {time.perf_counter() - started:.0f} s; load now {load_average()}")
+    print_footer(started)
     return 0
 
 

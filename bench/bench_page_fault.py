@@ -12,10 +12,12 @@ Builds a ~200 MB artifact of realistic log text (~3M lines) through the real
    verifying every 1 MiB chunk, against GNU `grep -F -c` and `grep -F -n` run
    as subprocesses on the same file in the same run. Target: <= 4x grep.
 
-Every time is the median of N runs after one warm-up run of each contender,
-so the page cache is warm for all of them (the file was just written and is
-read once more before timing). Results are checked against each other: the
-same page text, the same match count and line numbers as grep.
+Every time is the median of N interleaved rounds (the order alternating) after
+one warm-up run of each contender, so the page cache is warm for all of them
+(the file was just written and is read once more before timing); the slow
+naive reader takes part in the first `--naive-runs` rounds only. Results are
+checked against each other: the same page text, the same match count and line
+numbers as grep.
 
 Run from the repository root:
 
@@ -30,24 +32,24 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from spillvault.adapters.services.reader import ArtifactReader
 from spillvault.adapters.session import open_session
 from spillvault.adapters.storage.artifact_store import LocalArtifactStore
 from spillvault.domain.constants import CHUNK_SIZE
 
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+from harness import interleave, print_host, print_table
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from harness import Lap
 
 TARGET_BYTES = 200 * 1000 * 1000
 PAGE_OFFSET = 1_000_000
@@ -106,17 +108,6 @@ def log_lines() -> Iterator[bytes]:
         yield block
 
 
-def median_time(call: Callable[[], T], runs: int) -> tuple[float, T]:
-    """Warm up once, then return the median wall time of `runs` calls."""
-    result = call()
-    times = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times), result
-
-
 def naive_page(path: str, expected_sha256: str) -> str:
     """The seed's reader: whole file, whole digest, decode, split, slice."""
     with open(path, "rb") as handle:
@@ -138,18 +129,21 @@ def run_grep(flag: str, path: str) -> bytes:
     return done.stdout
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     """Build the artifact, time both comparisons, print the table, clean up."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=7, help="timed runs per case")
     parser.add_argument("--naive-runs", type=int, default=3)
     parser.add_argument("--dir", default=None, help="where the temp session goes")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if shutil.which("grep") is None:
         print("GNU grep not found", file=sys.stderr)
         return 2
+    if args.runs < 1 or args.naive_runs < 1:
+        parser.error("--runs and --naive-runs must be >= 1")
     root = tempfile.mkdtemp(prefix="spillvault-bench-", dir=args.dir)
     try:
+        print_host(root, fsync=False)
         return bench(os.path.join(root, "bench-session"), args.runs, args.naive_runs)
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -171,50 +165,81 @@ def bench(session_dir: str, runs: int, naive_runs: int) -> int:
             f"{CHUNK_SIZE // 1024} KiB; stored (hashed, fsynced) in {stored_in:.2f} s"
         )
         print(
-            f"python {platform.python_version()}, {platform.machine()}, "
-            f"{os.cpu_count()} CPUs; median of {runs} runs "
-            f"({naive_runs} for the naive reader), each after a warm-up run; "
-            "page cache warm for all"
+            f"median of {runs} interleaved rounds ({naive_runs} for the naive "
+            "reader), after a warm-up run of each; page cache warm for all"
         )
+        pages: dict[str, str] = {}
+        lines: dict[str, list[int]] = {}
 
-        page_time, page = median_time(
-            lambda: reader.read_artifact(handle, PAGE_OFFSET, PAGE_LIMIT), runs
-        )
-        naive_time, naive = median_time(
-            lambda: naive_page(handle, content.content_sha256), naive_runs
-        )
-        assert page == naive, "page differs from the naive reader's"
+        def page(lap: Lap) -> None:
+            with lap.time():
+                pages["page"] = reader.read_artifact(handle, PAGE_OFFSET, PAGE_LIMIT)
 
-        grep_time, result = median_time(
-            lambda: reader.grep_artifact(handle, RARE, max_matches=1000), runs
+        def naive(lap: Lap) -> None:
+            with lap.time():
+                pages["naive"] = naive_page(handle, content.content_sha256)
+
+        def grep(lap: Lap) -> None:
+            with lap.time():
+                result = reader.grep_artifact(handle, RARE, max_matches=1000)
+            lines["ours"] = [m.line_number for m in result.matches]
+
+        def count(lap: Lap) -> None:
+            with lap.time():
+                counted = run_grep("-c", handle)
+            lines["count"] = [int(counted)]
+
+        def number(lap: Lap) -> None:
+            with lap.time():
+                numbered = run_grep("-n", handle)
+            lines["theirs"] = [int(n.split(b":", 1)[0]) for n in numbered.splitlines()]
+
+        contenders = {
+            "page": page,
+            "naive": naive,
+            "grep": grep,
+            "count": count,
+            "number": number,
+        }
+        times = interleave(
+            contenders,
+            max(runs, naive_runs),
+            warmup=True,
+            caps={name: naive_runs if name == "naive" else runs for name in contenders},
         )
-        count_time, counted = median_time(lambda: run_grep("-c", handle), runs)
-        number_time, numbered = median_time(lambda: run_grep("-n", handle), runs)
-        ours = [m.line_number for m in result.matches]
-        theirs = [int(line.split(b":", 1)[0]) for line in numbered.splitlines()]
-        assert ours == theirs, (ours, theirs)
-        assert len(ours) == int(counted), (ours, counted)
+        assert pages["page"] == pages["naive"], "page differs from the naive reader's"
+        ours = lines["ours"]
+        assert ours == lines["theirs"], (ours, lines["theirs"])
+        assert [len(ours)] == lines["count"], (ours, lines["count"])
         assert ours, "the rare literal should occur"
 
+    median = {name: times.stats(name).median for name in contenders}
     rows = [
-        ("read 50 lines at line 1,000,000 (verified)", page_time),
-        ("naive: read all + SHA-256 + split + slice", naive_time),
-        (f"grep_artifact literal, {len(ours)} hits, all chunks verified", grep_time),
-        ("GNU grep -F -c (subprocess)", count_time),
-        ("GNU grep -F -n (subprocess)", number_time),
+        ("read 50 lines at line 1,000,000 (verified)", median["page"]),
+        ("naive: read all + SHA-256 + split + slice", median["naive"]),
+        (
+            f"grep_artifact literal, {len(ours)} hits, all chunks verified",
+            median["grep"],
+        ),
+        ("GNU grep -F -c (subprocess)", median["count"]),
+        ("GNU grep -F -n (subprocess)", median["number"]),
     ]
-    width = max(len(name) for name, _ in rows)
     print()
-    print(f"{'case':<{width}}  {'median':>10}")
-    for name, seconds in rows:
-        print(f"{name:<{width}}  {seconds * 1000:>8.2f} ms")
+    print_table(
+        ("case", "median"),
+        [(name, f"{seconds * 1000:.2f} ms") for name, seconds in rows],
+        align="lr",
+    )
     print()
-    speedup = naive_time / page_time
-    vs_count = grep_time / count_time
-    vs_number = grep_time / number_time
-    print(f"page read speed-up vs naive: {speedup:,.0f}x  (target >= 100x)")
-    print(f"grep_artifact / grep -F -c:  {vs_count:.2f}x  (target <= 4x)")
-    print(f"grep_artifact / grep -F -n:  {vs_number:.2f}x  (target <= 4x)")
+    speedup = times.ratio("naive", "page")
+    vs_count = times.ratio("grep", "count")
+    vs_number = times.ratio("grep", "number")
+    print(
+        f"page read speed-up vs naive: {speedup.of_medians:,.0f}x  "
+        f"(per-round {speedup.per_round:,.0f}x; target >= 100x)"
+    )
+    print(f"grep_artifact / grep -F -c:  {vs_count.describe()}  (target <= 4x)")
+    print(f"grep_artifact / grep -F -n:  {vs_number.describe()}  (target <= 4x)")
     return 0
 
 

@@ -27,7 +27,7 @@ Three measurements, each against a baseline taken in the same run:
    30,000 chars) at 100, 1,000 and 7,500 (limit/4) chars, and for a tool on
    the default limit (51,200 bytes) at 100, 1,000 and 12,800 bytes (ASCII log
    text, so chars == bytes), timed with `timeit`: best of 7 repeats of ~40 ms,
-   round-robin over all cases. Measuring is O(n) by nature for bytes (the text
+   interleaved over all cases. Measuring is O(n) by nature for bytes (the text
    is encoded), O(1) for chars (`len`). Baselines in the same run: `len(text)`
    and `text.encode("utf-8", "surrogatepass")`. Target: largest/smallest
    <= 1.5x; the growth per KB is shown next to encode's. The process's
@@ -59,28 +59,37 @@ import gc
 import hashlib
 import multiprocessing
 import os
-import platform
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import timeit
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from spillvault.adapters.session import ToolResultExternalizer
 from spillvault.domain.enums import SizeUnit
 
-from hostfacts import fs_type, load_average
+from harness import (
+    CASE_HEADERS,
+    MB,
+    interleave,
+    mbps,
+    micro,
+    print_footer,
+    print_host,
+    print_table,
+    round_by_round,
+    verdict,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from multiprocessing.connection import Connection
 
-MB = 1000 * 1000
+    from harness import Lap, Rounds
+
 PIECE = 1 << 20
 DEFAULT_MB = 50.0
 DEFAULT_GB = 1.0
@@ -91,7 +100,7 @@ RSS_TARGET_MB = 64.0
 RATIO_TARGET = 0.7
 FLAT_RATIO = 1.5  # "flat-ish": the largest input costs at most this much more
 TIMEIT_REPEAT = 7
-TIMEIT_SECONDS = 0.04  # per repeat
+TIMEIT_SECONDS = 0.04  # per repeat and case
 BASH = "bash"
 OTHER_TOOL = "web_fetch"  # any tool without its own limit: the default one
 LEVELS = (b"INFO", b"INFO", b"INFO", b"DEBUG", b"DEBUG", b"WARN")
@@ -155,7 +164,7 @@ def build_log(target: int, error_every: int) -> bytes:
     return data[: cut or len(data)]
 
 
-# ------------------------------------------------------------------ host facts
+# --------------------------------------------------------------- process facts
 
 
 def proc_status_kib(field: str) -> int | None:
@@ -189,91 +198,81 @@ def hasher_command() -> tuple[str, str]:
     return 'sha256sum "$1"', "cat > f && sync f && sha256sum (NO openssl)"
 
 
-def shell_baseline(data: bytes, path: str, digest_cmd: str, expected: str) -> float:
-    """Pipe `data` into cat > path, sync it, hash it; return the seconds."""
+def shell_baseline(
+    lap: Lap, data: bytes, path: str, digest_cmd: str, expected: str
+) -> None:
+    """Pipe `data` into cat > path, sync it, hash it; time that."""
     script = f'cat > "$1" && sync "$1" && {digest_cmd}'
-    started = time.perf_counter()
-    done = subprocess.run(
-        ["bash", "-c", script, "bash", path],
-        input=data,
-        capture_output=True,
-        check=True,
-    )
-    elapsed = time.perf_counter() - started
+    with lap.time():
+        done = subprocess.run(
+            ["bash", "-c", script, "bash", path],
+            input=data,
+            capture_output=True,
+            check=True,
+        )
     os.unlink(path)
     out = done.stdout.decode()
     # openssl prints the digest after "= ", sha256sum before the file name.
     hexes = [word.strip("=") for word in out.split() if len(word.strip("=")) == 64]
     assert expected in hexes, out
-    return elapsed
 
 
 def gated_spill(
-    ext: ToolResultExternalizer, pieces: list[bytes], expected: str
-) -> float:
-    """Stream `pieces` through the gate; return the seconds to the preview."""
-    started = time.perf_counter()
-    stream = ext.open_stream(BASH)
-    for piece in pieces:
-        stream.write(piece)
-    outcome = stream.close()
-    elapsed = time.perf_counter() - started
+    lap: Lap, ext: ToolResultExternalizer, pieces: list[bytes], expected: str
+) -> None:
+    """Stream `pieces` through the gate; time it to the preview."""
+    with lap.time():
+        stream = ext.open_stream(BASH)
+        for piece in pieces:
+            stream.write(piece)
+        outcome = stream.close()
     assert outcome.reason == "spilled", outcome.reason
     assert outcome.artifact is not None
     assert outcome.artifact.content_sha256 == expected
-    return elapsed
 
 
 def store_only(
-    ext: ToolResultExternalizer, pieces: list[bytes], expected: str
-) -> float:
-    """Stream `pieces` into the raw store (no scanner, no preview); seconds."""
-    started = time.perf_counter()
-    stream = ext.store.open_stream(BASH)
-    for piece in pieces:
-        stream.write(piece)
-    artifact = stream.close()
-    elapsed = time.perf_counter() - started
+    lap: Lap, ext: ToolResultExternalizer, pieces: list[bytes], expected: str
+) -> None:
+    """Stream `pieces` into the raw store (no scanner, no preview); timed."""
+    with lap.time():
+        stream = ext.store.open_stream(BASH)
+        for piece in pieces:
+            stream.write(piece)
+        artifact = stream.close()
     content = artifact.stored_content
     assert content is not None
     assert content.content_sha256 == expected
-    return elapsed
 
 
-def process_whole(ext: ToolResultExternalizer, text: str, expected: str) -> float:
-    """Gate a whole str with `process`; return the seconds."""
-    started = time.perf_counter()
-    outcome = ext.process(text, BASH)
-    elapsed = time.perf_counter() - started
+def process_whole(
+    lap: Lap, ext: ToolResultExternalizer, text: str, expected: str
+) -> None:
+    """Gate a whole str with `process`; timed."""
+    with lap.time():
+        outcome = ext.process(text, BASH)
     assert outcome.reason == "spilled", outcome.reason
     assert outcome.artifact is not None
     assert outcome.artifact.content_sha256 == expected
-    return elapsed
 
 
 def spill_rounds(
     ext: ToolResultExternalizer, data: bytes, scratch: str, rounds: int
-) -> dict[str, list[float]]:
+) -> Rounds:
     """Time the four contenders over `rounds` rounds, alternating their order."""
     expected = hashlib.sha256(data).hexdigest()
     pieces = [data[i : i + PIECE] for i in range(0, len(data), PIECE)]
     text = data.decode("utf-8")
     digest_cmd, _ = hasher_command()
     path = os.path.join(scratch, "baseline.log")
-    contenders: dict[str, Callable[[], float]] = {
-        "gated": lambda: gated_spill(ext, pieces, expected),
-        "shell": lambda: shell_baseline(data, path, digest_cmd, expected),
-        "store": lambda: store_only(ext, pieces, expected),
-        "process": lambda: process_whole(ext, text, expected),
+    contenders: dict[str, Callable[[Lap], None]] = {
+        "gated": lambda lap: gated_spill(lap, ext, pieces, expected),
+        "shell": lambda lap: shell_baseline(lap, data, path, digest_cmd, expected),
+        "store": lambda lap: store_only(lap, ext, pieces, expected),
+        "process": lambda lap: process_whole(lap, ext, text, expected),
     }
-    for call in contenders.values():  # warm-up: code, binaries, page cache
-        call()
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    order = list(contenders)
-    for round_no in range(rounds):
-        for name in order if round_no % 2 == 0 else reversed(order):
-            times[name].append(contenders[name]())
-    return times
+    # The warm-up loads code and binaries and warms the page cache.
+    return interleave(contenders, rounds, warmup=True)
 
 
 # ------------------------------------------------------ 2. streaming memory
@@ -388,18 +387,12 @@ def best_ns(cases: list[tuple[str, dict[str, object]]]) -> list[float]:
     """Best-of-repeats ns per execution of each (stmt, namespace), interleaved.
 
     Each case is calibrated to ~TIMEIT_SECONDS a repeat; the repeats then go
-    round-robin over all cases, so a slow spell of the host hits them alike.
+    over all cases in interleaved rounds, so a slow spell of the host hits them
+    alike.
     """
-    timers = [timeit.Timer(stmt, globals=namespace) for stmt, namespace in cases]
-    numbers = []
-    for timer in timers:
-        number, seconds = timer.autorange()
-        numbers.append(max(1, int(number * TIMEIT_SECONDS / max(seconds, 1e-9))))
-    best = [float("inf")] * len(timers)
-    for _ in range(TIMEIT_REPEAT):
-        for index, (timer, number) in enumerate(zip(timers, numbers, strict=True)):
-            best[index] = min(best[index], timer.timeit(number) / number * 1e9)
-    return best
+    labelled = {f"{index}: {case[0]}": case for index, case in enumerate(cases)}
+    stats = micro(labelled, TIMEIT_REPEAT, budget=TIMEIT_SECONDS)
+    return [stats[label].low for label in labelled]
 
 
 def io_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
@@ -457,35 +450,23 @@ def gate_costs(
 Row = tuple[str, str, str, str, str]
 
 
-def mbps(size: int, seconds: float) -> str:
-    """Format a throughput."""
-    return f"{size / seconds / MB:,.0f} MB/s"
-
-
 def mib(kib: int) -> str:
     """Format KiB as MB."""
     return f"{kib * 1024 / MB:.1f} MB"
 
 
-def verdict(*, ok: bool) -> str:
-    """Say whether a target was met."""
-    return "ok" if ok else "MISSED"
-
-
-def spill_table(
-    size: int, times: dict[str, list[float]], shell_label: str
-) -> tuple[list[Row], str]:
+def spill_table(size: int, times: Rounds, shell_label: str) -> tuple[list[Row], str]:
     """Rows of (1) and the per-round note."""
-    med = {name: statistics.median(values) for name, values in times.items()}
-    per_round = [s / g for g, s in zip(times["gated"], times["shell"], strict=True)]
-    ratio = med["shell"] / med["gated"]
+    med = {name: times.stats(name).median for name in times.times}
+    ratio = times.ratio("shell", "gated")  # throughput: baseline time / ours
+    ok = ratio.of_medians >= RATIO_TARGET
     rows = [
         (
             f"1 spill {size / MB:.0f} MB: open_stream+write 1 MiB+close",
             mbps(size, med["gated"]),
             f"{mbps(size, med['shell'])} {shell_label}",
-            f"{ratio:.2f}x (per-round {statistics.median(per_round):.2f}x)",
-            f">= {RATIO_TARGET}x {verdict(ok=ratio >= RATIO_TARGET)}",
+            ratio.describe(),
+            f">= {RATIO_TARGET}x {verdict(ok=ok)}",
         ),
         (
             "  info: raw store.open_stream (no scan/preview)",
@@ -502,8 +483,8 @@ def spill_table(
             "-",
         ),
     ]
-    note = "(1) rounds, seconds gated/shell: " + " ".join(
-        f"{g:.2f}/{s:.2f}" for g, s in zip(times["gated"], times["shell"], strict=True)
+    note = "(1) rounds, seconds gated/shell: " + round_by_round(
+        times.seconds("gated"), times.seconds("shell")
     )
     return rows, note
 
@@ -568,16 +549,6 @@ def gate_table(gate_rows: list[GateRow]) -> tuple[list[Row], list[str]]:
     return rows, notes
 
 
-def print_table(rows: list[Row]) -> None:
-    """Print rows under a header, columns padded."""
-    headers = ("case", "spillvault", "baseline (same run)", "ratio", "target")
-    table = [headers, *rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(headers))]
-    for row in table:
-        cells = zip(row, widths, strict=True)
-        print("  ".join(cell.ljust(width) for cell, width in cells).rstrip())
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Read the command line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -615,15 +586,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def bench(root: str, args: argparse.Namespace) -> int:
     """Measure everything under `root` and print the table."""
-    kind = fs_type(root)
     started = time.perf_counter()
-    print(
-        f"python {platform.python_version()} on {platform.system()} "
-        f"{platform.machine()}, {os.cpu_count()} CPUs, load {load_average()}; "
-        f"temp dir {root} ({kind})"
-    )
-    if kind in {"tmpfs", "ramfs"}:
-        print("WARNING: fsync is a no-op on this file system; use --dir")
+    print_host(root)
 
     # (2) first: before the parent holds the 50 MB text, and before any other
     # child, so RUSAGE_CHILDREN's maximum is this child's.
@@ -662,7 +626,7 @@ def bench(root: str, args: argparse.Namespace) -> int:
         else "/proc/self/io unavailable"
     )
     print()
-    print_table(rows)
+    print_table(CASE_HEADERS, rows)
     print()
     print(spill_note)
     for note in notes:
@@ -672,7 +636,7 @@ def bench(root: str, args: argparse.Namespace) -> int:
         f"{io_note}; "
         f"new files in tool-results: {new_files}"
     )
-    print(f"total {time.perf_counter() - started:.0f} s; load now {load_average()}")
+    print_footer(started)
     return 0
 
 

@@ -11,8 +11,10 @@ from .constants import (
     TOOL_RESULT_THRESHOLD_KB,
 )
 from .enums import (
+    ArtifactCleanupReason,
     ArtifactCleanupStatus,
     ArtifactLeasePhase,
+    ArtifactReconciliationReason,
     ArtifactReconciliationStatus,
     ArtifactReferencePresence,
     ArtifactState,
@@ -71,6 +73,7 @@ __all__ = [
     "Artifact",
     "ArtifactAccessError",
     "ArtifactCleanupPolicy",
+    "ArtifactCleanupReason",
     "ArtifactCleanupStatus",
     "ArtifactContent",
     "ArtifactIntegrityError",
@@ -83,6 +86,7 @@ __all__ = [
     "ArtifactMissingError",
     "ArtifactOwnerGenerationChanged",
     "ArtifactPublicationRejected",
+    "ArtifactReconciliationReason",
     "ArtifactReconciliationReport",
     "ArtifactReconciliationStatus",
     "ArtifactReference",

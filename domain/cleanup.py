@@ -1,9 +1,12 @@
-"""Garbage-collection plans and reports, and the S6.1 decision table (pure).
+"""Garbage-collection plans and reports, and the S6.1 and S6.2 tables (pure).
 
 A plan freezes what the scan saw of each entry (size, mtime_ns, st_dev,
-st_ino, digest) so that apply can tell a file from its replacement. Plans and
-reports hold filenames only, never paths (S6.4), and round-trip through
-`to_dict()` / `from_dict()`.
+st_ino, digest) so that apply can tell a file from its replacement. Every
+decision carries a status, a reason code of `ArtifactCleanupReason` and a
+sentence for people (`detail`). A report carries every decision of its plan,
+the candidates' outcomes in place of their plans. Plans and reports hold
+filenames only, never paths (S6.4); plans round-trip through `to_dict()` /
+`from_dict()`.
 """
 
 from __future__ import annotations
@@ -13,17 +16,21 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from .bounds import MAX_SIZE, integer_problem, shown
-from .enums import ArtifactCleanupStatus, ArtifactState
+from .enums import ArtifactCleanupReason, ArtifactCleanupStatus, ArtifactState
 from .errors import ArtifactRetentionError
 from .machines import ARTIFACT_MACHINE
 from .timestamps import format_timestamp, parse_timestamp
 from .values import ArtifactCleanupPolicy, artifact_number
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Iterator, Mapping
     from datetime import datetime
 
+    from .session_view import LiveLease
+    from .values import ArtifactRetentionClaim
+
 Status = ArtifactCleanupStatus
+Reason = ArtifactCleanupReason
 _STORED = ARTIFACT_MACHINE.tagged("stored")
 
 
@@ -62,13 +69,18 @@ class FileSnapshot:
 
 @dataclass(frozen=True)
 class ArtifactCleanupDecision:
-    """One entry's status, with the reason and the live claims' reference count."""
+    """One entry's status, its reason code and detail, the live reference count."""
 
     filename: str
     status: ArtifactCleanupStatus
     reference_count: int
-    reason: str
+    reason: ArtifactCleanupReason
+    detail: str = ""
     snapshot: FileSnapshot | None = None
+
+    def __post_init__(self) -> None:
+        """Demand a reason code of the vocabulary."""
+        object.__setattr__(self, "reason", ArtifactCleanupReason(self.reason))
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready mapping (a filename, never a path)."""
@@ -76,7 +88,8 @@ class ArtifactCleanupDecision:
             "filename": self.filename,
             "status": self.status.value,
             "reference_count": self.reference_count,
-            "reason": self.reason,
+            "reason": self.reason.value,
+            "detail": self.detail,
             "snapshot": None if self.snapshot is None else self.snapshot.to_dict(),
         }
 
@@ -102,7 +115,8 @@ class ArtifactCleanupDecision:
             filename=filename,
             status=ArtifactCleanupStatus(data["status"]),
             reference_count=count,
-            reason=str(data["reason"]),
+            reason=ArtifactCleanupReason(data["reason"]),
+            detail=str(data.get("detail", "")),
             snapshot=None if snapshot is None else FileSnapshot(**snapshot),
         )
 
@@ -180,29 +194,59 @@ class ArtifactCleanupPlan:
 
 @dataclass(frozen=True)
 class ArtifactCleanupReport:
-    """Phase two of GC: what happened to each candidate (S6.2)."""
+    """Phase two of GC (S6.2): every decision of the plan, candidates' outcomes in.
+
+    A candidate the run did not reach (a dry run, or a run an error stopped)
+    keeps its `planned_delete` decision and is named in `untouched`.
+    """
 
     session_id: str
+    planned_at: datetime
+    applied_at: datetime
+    dry_run: bool
     decisions: tuple[ArtifactCleanupDecision, ...]
     error: str | None = None
-    dry_run: bool = False
     untouched: tuple[str, ...] = field(default=())
 
     @property
     def counts(self) -> dict[str, int]:
-        """Each outcome that occurs, with its count."""
+        """Each status that occurs, with its count, over every decision."""
         return _counts(self.decisions)
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready mapping."""
         return {
             "session_id": self.session_id,
+            "planned_at": format_timestamp(self.planned_at),
+            "applied_at": format_timestamp(self.applied_at),
             "dry_run": self.dry_run,
             "error": self.error,
             "counts": self.counts,
             "decisions": [d.to_dict() for d in self.decisions],
             "untouched": list(self.untouched),
         }
+
+
+def cleanup_report(
+    plan: ArtifactCleanupPlan,
+    outcomes: Iterable[ArtifactCleanupDecision],
+    *,
+    applied_at: datetime,
+    error: str | None = None,
+) -> ArtifactCleanupReport:
+    """Return the report of applying `plan`: its decisions, outcomes in their place."""
+    done = {outcome.filename: outcome for outcome in outcomes}
+    return ArtifactCleanupReport(
+        session_id=plan.session_id,
+        planned_at=plan.planned_at,
+        applied_at=applied_at,
+        dry_run=plan.dry_run,
+        decisions=tuple(done.get(d.filename, d) for d in plan.decisions),
+        error=error,
+        untouched=tuple(
+            c.filename for c in plan.candidates() if c.filename not in done
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -224,46 +268,84 @@ class EntryFacts:
 def explain(
     facts: EntryFacts, *, now: datetime, orphan_ttl_seconds: float
 ) -> ArtifactCleanupDecision:
-    """Return the decision for a present entry: status and a readable reason."""
-    status, reason = _classify(facts, now, orphan_ttl_seconds)
+    """Return the S6.1 decision for a present entry: status, reason and detail."""
+    status, reason, detail = _classify(facts, now, orphan_ttl_seconds)
     return ArtifactCleanupDecision(
-        facts.filename, status, facts.reference_count, reason, facts.snapshot
+        facts.filename,
+        status,
+        facts.reference_count,
+        reason,
+        detail=detail,
+        snapshot=facts.snapshot,
     )
+
+
+_DENIED_REASONS = {
+    EntryKind.SYMLINK: Reason.SYMBOLIC_LINK_NOT_OWNED,
+    # Not private, not ours, or swapped for a link while opened: never read.
+    EntryKind.FOREIGN: Reason.ARTIFACT_READ_DENIED,
+}
 
 
 def _classify(  # noqa: PLR0911 - one return per row of the S6.1 table
     facts: EntryFacts, now: datetime, ttl: float
-) -> tuple[Status, str]:
+) -> tuple[Status, Reason, str]:
     if facts.kind is not EntryKind.REGULAR:
-        return Status.DENIED, f"a {facts.kind.value}: never touched"
+        reason = _DENIED_REASONS.get(facts.kind, Reason.ARTIFACT_NOT_A_REGULAR_FILE)
+        return Status.DENIED, reason, f"a {facts.kind.value}: never touched"
     if artifact_number(facts.filename) is None:
-        return Status.RETAINED_UNKNOWN, "not an artifact name of ours"
+        return (
+            Status.RETAINED_UNKNOWN,
+            Reason.CLEANUP_PLAN_FILENAME_NOT_OWNED,
+            "not an artifact name of ours",
+        )
     state = facts.artifact_state
     if state is ArtifactState.OPEN or facts.being_written:
-        return Status.RETAINED_OPEN, "still being written"
+        return (
+            Status.RETAINED_OPEN,
+            Reason.ARTIFACT_STILL_BEING_WRITTEN,
+            "still being written",
+        )
     if state not in _STORED or facts.snapshot is None:
-        shown = "no" if state is None else state.value
-        return Status.RETAINED_UNKNOWN, f"a file for an artifact in state {shown}"
+        shown = "no artifact record" if state is None else f"an artifact {state.value}"
+        return (
+            Status.RETAINED_UNKNOWN,
+            Reason.ARTIFACT_NOT_STORED,
+            f"a file for {shown}",
+        )
     snapshot = facts.snapshot
-    if any(d != snapshot.content_sha256 for d in facts.claim_digests) or (
-        facts.recorded_sha256 not in {None, snapshot.content_sha256}
-        or facts.recorded_size not in {None, snapshot.size_bytes}
-    ):
-        return Status.RETAINED_CORRUPT, "the file differs from its record or a claim"
+    if any(d != snapshot.content_sha256 for d in facts.claim_digests):
+        return (
+            Status.RETAINED_CORRUPT,
+            Reason.RETENTION_CLAIM_DIGEST_MISMATCH,
+            "a claim names another digest than the file's",
+        )
+    digest_differs = facts.recorded_sha256 not in {None, snapshot.content_sha256}
+    if digest_differs or facts.recorded_size not in {None, snapshot.size_bytes}:
+        return (
+            Status.RETAINED_CORRUPT,
+            Reason.ARTIFACT_DIFFERS_FROM_RECORD,
+            "the file's digest or size differs from its record",
+        )
     if facts.protected:
         count = facts.reference_count
         plural = "" if count == 1 else "s"
         return (
             Status.RETAINED_REFERENCED,
+            Reason.ACTIVE_MEMORY_RETENTION_CLAIM,
             f"protected by {count} live reference{plural}",
         )
     age = now.timestamp() - snapshot.mtime_ns / 1e9
     if age < ttl:
-        return Status.RETAINED_RECENT, (
-            f"unreferenced, {_duration(age)} old, under the TTL of {_duration(ttl)}"
+        return (
+            Status.RETAINED_RECENT,
+            Reason.UNREFERENCED_ARTIFACT_WITHIN_ORPHAN_TTL,
+            f"unreferenced, {_duration(age)} old, under the TTL of {_duration(ttl)}",
         )
-    return Status.PLANNED_DELETE, (
-        f"unreferenced, {_duration(age)} old, past the TTL of {_duration(ttl)}"
+    return (
+        Status.PLANNED_DELETE,
+        Reason.EXPIRED_UNREFERENCED_ARTIFACT,
+        f"unreferenced, {_duration(age)} old, past the TTL of {_duration(ttl)}",
     )
 
 
@@ -296,7 +378,8 @@ def limit_deletions(
         replace(
             d,
             status=Status.RETAINED_LIMIT,
-            reason=f"over max_deletions ({max_deletions})",
+            reason=Reason.CLEANUP_DELETION_LIMIT_REACHED,
+            detail=f"over max_deletions ({max_deletions})",
         )
         if d.filename in over
         else d
@@ -305,7 +388,7 @@ def limit_deletions(
 
 
 def missing_decision(
-    filename: str, *, reference_count: int, protected: bool, state: ArtifactState
+    filename: str, *, reference_count: int, protected: bool, detail: str
 ) -> ArtifactCleanupDecision:
     """Return the decision for an artifact whose file is not in `tool-results/`."""
     if protected:
@@ -313,8 +396,107 @@ def missing_decision(
             filename,
             Status.MISSING_REFERENCED,
             reference_count,
-            f"claimed, but the file is missing ({state.value})",
+            Reason.ACTIVE_RETENTION_CLAIM_HAS_NO_ARTIFACT,
+            detail=f"claimed, but {detail}",
         )
     return ArtifactCleanupDecision(
-        filename, Status.MISSING, reference_count, f"file missing ({state.value})"
+        filename,
+        Status.MISSING,
+        reference_count,
+        Reason.UNREFERENCED_ARTIFACT_MISSING,
+        detail=detail,
     )
+
+
+class ApplyOutcome(Enum):
+    """What applying one candidate found (S6.2): its status, reason and detail."""
+
+    DELETED = (
+        Status.DELETED,
+        Reason.EXPIRED_UNREFERENCED_ARTIFACT_DELETED,
+        "verified and unlinked",
+    )
+    CLAIM_ADDED = (
+        Status.RETAINED_REFERENCED,
+        Reason.ACTIVE_CLAIM_ADDED_AFTER_CLEANUP_PLAN,
+        "a claim appeared after planning",
+    )
+    ALREADY_GONE = (
+        Status.ALREADY_MISSING,
+        Reason.ARTIFACT_ALREADY_MISSING,
+        "the file was already gone",
+    )
+    STATE_CHANGED = (
+        Status.RACE_DETECTED,
+        Reason.ARTIFACT_CHANGED_AFTER_CLEANUP_PLAN,
+        "the artifact changed state",
+    )
+    FILE_CHANGED = (
+        Status.RACE_DETECTED,
+        Reason.ARTIFACT_CHANGED_AFTER_CLEANUP_PLAN,
+        "the file was replaced or changed",
+    )
+    PUT_BACK = (
+        Status.RACE_DETECTED,
+        Reason.ARTIFACT_CHANGED_AFTER_CLEANUP_PLAN,
+        "not the planned file: put back",
+    )
+    LEFT_IN_QUARANTINE = (
+        Status.RACE_DETECTED,
+        Reason.ARTIFACT_CHANGED_AFTER_CLEANUP_PLAN,
+        "not the planned file: left in quarantine",
+    )
+    NAME_NOT_OWNED = (
+        Status.DENIED,
+        Reason.CLEANUP_PLAN_FILENAME_NOT_OWNED,
+        "the plan names a file that is not an artifact of ours",
+    )
+    DELETE_DENIED = (
+        Status.DENIED,
+        Reason.ARTIFACT_DELETE_DENIED,
+        "the system refused to move or unlink it",
+    )
+
+    def decide(
+        self, planned: ArtifactCleanupDecision, reference_count: int
+    ) -> ArtifactCleanupDecision:
+        """Return the outcome for a planned candidate, with its live reference count."""
+        status, reason, detail = self.value
+        return replace(
+            planned,
+            status=status,
+            reason=reason,
+            detail=detail,
+            reference_count=reference_count,
+        )
+
+
+@dataclass(frozen=True)
+class ArtifactClaims:
+    """The claims that bear on each artifact, by filename: digests and live counts."""
+
+    digests: dict[str, tuple[str, ...]]
+    counts: dict[str, int]
+
+    @classmethod
+    def from_leases(cls, leases: Iterable[LiveLease], now: datetime) -> ArtifactClaims:
+        """Fold the live leases: every claim's digest; counts of those protecting."""
+        return cls.from_claims((lease.claim, lease.protects(now)) for lease in leases)
+
+    @classmethod
+    def from_claims(
+        cls, claims: Iterator[tuple[ArtifactRetentionClaim, bool]]
+    ) -> ArtifactClaims:
+        """Fold (claim, protects now) pairs."""
+        digests: dict[str, list[str]] = {}
+        counts: dict[str, int] = {}
+        for claim, protects in claims:
+            name = claim.parsed_source_id.filename
+            digests.setdefault(name, []).append(claim.content_sha256)
+            if protects:
+                counts[name] = counts.get(name, 0) + claim.reference_count
+        return cls({n: tuple(d) for n, d in digests.items()}, counts)
+
+    def protects(self, filename: str) -> bool:
+        """Say whether a live claim protects the artifact now."""
+        return self.counts.get(filename, 0) > 0

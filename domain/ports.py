@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
     from contextlib import AbstractContextManager
     from datetime import datetime
+    from types import TracebackType
 
     from .artifact import Artifact
     from .values import (
         ArtifactLeaseTransaction,
         ArtifactMemoryReference,
+        ArtifactReference,
         ArtifactReferenceObservation,
     )
 
@@ -140,10 +142,77 @@ class KeyLineScanner(Protocol):
         ...
 
 
-class ArtifactStore(Protocol):
+class ArtifactReadPort(Protocol):
+    """What reading an artifact needs of its store: resolve a handle, open it."""
+
+    def resolve(self, handle: str) -> str:
+        """Return the filename a handle of this backend names; raise for others."""
+        ...
+
+    def open_for_read(self, handle: str) -> int:
+        """Open an artifact of this backend for reading (A4); return the fd."""
+        ...
+
+
+class ArtifactStream(Protocol):
+    """An artifact being written chunk by chunk, recorded `open` (S2.4)."""
+
+    @property
+    def artifact(self) -> Artifact:
+        """The artifact as recorded so far."""
+        ...
+
+    @property
+    def filename(self) -> str:
+        """The artifact's filename."""
+        ...
+
+    @property
+    def handle(self) -> str:
+        """The handle the artifact will be read back by."""
+        ...
+
+    @property
+    def size(self) -> int:
+        """How many bytes were written so far."""
+        ...
+
+    @property
+    def closed(self) -> bool:
+        """Tell whether the stream was sealed."""
+        ...
+
+    def write(self, data: bytes) -> None:
+        """Append `data` to the artifact."""
+        ...
+
+    def close(self) -> Artifact:
+        """Seal the artifact with the digest of what was written."""
+        ...
+
+    def fail(self) -> Artifact:
+        """Seal what was written as partial after a failure."""
+        ...
+
+    def __enter__(self) -> Self:
+        """Return the stream."""
+        ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Seal the stream: whole without an exception, partial with one."""
+        ...
+
+
+class ArtifactStore(ArtifactReadPort, Protocol):
     """The storage port (S2.7): store bytes, open them for reading, hint retrieval.
 
-    A handle is opaque (S1.5): only the backend that issued it parses it.
+    A handle is opaque (S1.5): only the backend that issued it parses it. The
+    services see artifact storage only through this port.
     """
 
     def store(  # noqa: PLR0913 - the fields S2.3 records
@@ -159,20 +228,34 @@ class ArtifactStore(Protocol):
         """Store a whole output and record it; raise (leaving nothing) on failure."""
         ...
 
+    def open_stream(
+        self,
+        source_tool: str,
+        *,
+        tool_use_id: str | None = None,
+        key_line_scanner: KeyLineScanner | None = None,
+    ) -> ArtifactStream:
+        """Create an artifact to be written chunk by chunk, recorded `open`."""
+        ...
+
     def handle_for(self, filename: str) -> str:
         """Return this backend's handle for an artifact filename."""
         ...
 
-    def resolve(self, handle: str) -> str:
-        """Return the filename a handle of this backend names; raise for others."""
-        ...
-
-    def open_for_read(self, handle: str) -> int:
-        """Open an artifact of this backend for reading; raise for foreign handles."""
+    def longest_handle(self) -> str:
+        """Return a handle at least as long as any this backend will issue."""
         ...
 
     def hint(self, handle: str) -> str:
         """Return the backend's retrieval hint for a handle."""
+        ...
+
+    def reference_for(self, artifact: Artifact) -> ArtifactReference:
+        """Return the S4.1 reference of a stored (not open) artifact."""
+        ...
+
+    def close(self) -> None:
+        """Release what the store holds open (idempotent)."""
         ...
 
 

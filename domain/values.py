@@ -11,15 +11,20 @@ from .bounds import MAX_SIZE, integer_problem, number_problem, shown
 from .constants import DEFAULT_ORPHAN_TTL_SECONDS
 from .enums import (
     ArtifactLeasePhase,
+    ArtifactReconciliationReason,
     ArtifactReconciliationStatus,
     ArtifactReferencePresence,
 )
 from .errors import ArtifactRetentionError
-from .timestamps import parse_timestamp
+from .timestamps import format_timestamp, parse_timestamp
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from datetime import datetime
+
+    # A type only (the seed's type of `ArtifactReference.path`): nothing here
+    # touches a file; adapters build the paths.
+    from pathlib import Path
 
 SHA256_HEX = re.compile(r"[0-9a-f]{64}\Z")
 # At most 20 digits, as the preview's worst case assumes: a longer run of digits
@@ -154,20 +159,25 @@ class ArtifactMemoryReference:
 
 @dataclass(frozen=True)
 class ArtifactReference:
-    """A handle to a stored artifact with its provenance; never its content (S4.1)."""
+    """A stored artifact's path and provenance; never its content (S4.1)."""
 
-    path: str
+    path: Path
     summary: str
     source_tool: str
     source: ArtifactSource
     size_bytes: int
     content_sha256: str
 
+    @property
+    def handle(self) -> str:
+        """Return the handle a model sees and pages back with: the path as text."""
+        return str(self.path)
+
     def for_memory(self) -> ArtifactMemoryReference:
-        """Return the reference a memory system keeps."""
+        """Return the reference a memory system keeps (the path as text, for JSON)."""
         return ArtifactMemoryReference(
             summary=self.summary,
-            artifact_path=self.path,
+            artifact_path=self.handle,
             content_sha256=self.content_sha256,
             source_tool=self.source_tool,
             source=self.source,
@@ -265,6 +275,14 @@ class ArtifactLeaseTransaction:
     claim: ArtifactRetentionClaim
     prepared_at: datetime
 
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready mapping with primitives only."""
+        return {
+            "transaction_id": self.transaction_id,
+            "claim": self.claim.to_dict(),
+            "prepared_at": format_timestamp(self.prepared_at),
+        }
+
 
 @dataclass(frozen=True)
 class ArtifactLeaseState:
@@ -278,15 +296,31 @@ class ArtifactLeaseState:
         """Return the latest phase."""
         return self.phases[-1]
 
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready mapping with primitives only."""
+        return {
+            "transaction": self.transaction.to_dict(),
+            "phases": [phase.value for phase in self.phases],
+        }
+
 
 @dataclass(frozen=True)
 class ArtifactLeaseRecovery:
-    """What a session's leases protect after a restart (S4.7)."""
+    """What a session's leases protect after a restart, and every lease's phases."""
 
     session_id: str
     claims: tuple[ArtifactRetentionClaim, ...]
     pending_transaction_ids: tuple[str, ...]
     states: tuple[ArtifactLeaseState, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready mapping: claims and ids, never a path (S6.4)."""
+        return {
+            "session_id": self.session_id,
+            "claims": [claim.to_dict() for claim in self.claims],
+            "pending_transaction_ids": list(self.pending_transaction_ids),
+            "states": [state.to_dict() for state in self.states],
+        }
 
 
 @dataclass(frozen=True)
@@ -324,15 +358,19 @@ class ArtifactReconciliationReport:
 
     transaction_id: str
     status: ArtifactReconciliationStatus
-    reason: str
+    reason: ArtifactReconciliationReason
     observed_generation: int | None = None
+
+    def __post_init__(self) -> None:
+        """Demand a reason code of the vocabulary (S5.5)."""
+        object.__setattr__(self, "reason", ArtifactReconciliationReason(self.reason))
 
     def to_dict(self) -> dict[str, Any]:
         """Return exactly the four fields SPEC names."""
         return {
             "transaction_id": self.transaction_id,
             "status": self.status.value,
-            "reason": self.reason,
+            "reason": self.reason.value,
             "observed_generation": self.observed_generation,
         }
 

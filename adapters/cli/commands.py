@@ -83,7 +83,7 @@ def _outcome_dict(outcome: GateOutcome) -> dict[str, Any]:
         "artifact": None
         if artifact is None
         else {
-            "handle": artifact.path,
+            "handle": artifact.handle,
             "source_id": artifact.source.source_id,
             "content_sha256": artifact.content_sha256,
             "size_bytes": artifact.size_bytes,

@@ -27,11 +27,12 @@ from spillvault.adapters.session import open_session
 from spillvault.adapters.storage.sqlite_store import STORE_NAME
 from spillvault.domain.enums import SizeUnit
 from spillvault.domain.errors import ArtifactLeaseJournalError
-from spillvault.domain.machines import ARTIFACT_MACHINE
+from spillvault.domain.machines import ARTIFACT_MACHINE, LEASE_MACHINE
 from spillvault.domain.values import ArtifactCleanupPolicy, ArtifactRetentionClaim
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from spillvault.adapters.services.externalizer import GateOutcome
     from spillvault.adapters.session import ToolResultExternalizer
@@ -172,7 +173,7 @@ def _spill(
         "externalize",
         f"grep via bash: {_size(len(text.encode()))} → "
         f"{_size(len(shown.encode()))} in context "
-        f"({outcome.reason}; handle {os.path.basename(artifact.path)})",
+        f"({outcome.reason}; handle {artifact.path.name})",
         raw_bytes=len(text.encode()),
         context_bytes=len(shown.encode()),
     )
@@ -192,9 +193,9 @@ def _page_fault(
     for name, arguments in (
         (
             READ_TOOL,
-            {"handle": artifact.path, "start_line": FAILURE_LINE - 1, "limit": 3},
+            {"handle": artifact.handle, "start_line": FAILURE_LINE - 1, "limit": 3},
         ),
-        (GREP_TOOL, {"handle": artifact.path, "pattern": "AssertionError"}),
+        (GREP_TOOL, {"handle": artifact.handle, "pattern": "AssertionError"}),
     ):
         turn = model.call(name, **arguments)
         answer = ext.handle_tool_call(name, arguments)
@@ -253,7 +254,7 @@ def _crash_and_reconcile(
         narrator.say(
             "reopen",
             f"PREPARED {list(recovery.pending_transaction_ids)} protects "
-            f"{os.path.basename(artifact.path)} with no expiry",
+            f"{artifact.path.name} with no expiry",
         )
         for report in journal.reconcile_pending(owner):
             narrator.say(
@@ -317,14 +318,14 @@ def _garbage_collection(session: Any, narrator: Narrator) -> None:
     narrator.say("gc plan", _counts(plan.counts), counts=plan.counts)
     for decision in plan.decisions:
         narrator.say("gc plan", f"{decision.filename}: {decision.status.value} "
-                     f"({decision.reason})")  # fmt: skip
+                     f"({decision.reason}: {decision.detail})")  # fmt: skip
     narrator.say("gc apply", _counts(report.counts), counts=report.counts)
 
 
-def _plant_orphan(tool_results: str) -> str:
+def _plant_orphan(tool_results: Path) -> str:
     """Leave an artifact-named file with no event, as a crash after `link` would."""
     name = "tool_result_099.txt"
-    path = os.path.join(tool_results, name)
+    path = tool_results / name
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         os.write(fd, b"half-recorded output\n" * 100)
@@ -343,14 +344,15 @@ def _summary(session: Any, messages: list[dict[str, Any]], narrator: Narrator) -
     policy = session.externalizer.policy
     with_spill = _context_chars(messages)
     without = narrator.raw_chars
-    live = session.journal.recover()
+    states = session.journal.recover().states
+    live = [s for s in states if s.current_phase not in LEASE_MACHINE.terminal_states]
     stored = [a for a in session.externalizer.artifacts() if a.state in _KEPT]
     narrator.say(
         "summary",
         f"context {with_spill:,} chars with spillvault vs {without:,} without "
         f"({with_spill / max(without, 1):.1%}); "
         f"{len(stored)} artifact(s) on disk, "
-        f"{len(live.states)} live lease(s)",
+        f"{len(live)} live lease(s)",
         context_chars=with_spill,
         raw_chars=without,
         context_tokens=policy.measure(json.dumps(messages), SizeUnit.TOKENS),

@@ -53,7 +53,7 @@ def _table(decisions: tuple[ArtifactCleanupDecision, ...]) -> list[str]:
     by_status: dict[str, dict[str, int]] = {}
     for decision in decisions:
         reasons = by_status.setdefault(decision.status.value, {})
-        reason = decision.reason.split(" (")[0]
+        reason = decision.reason.value
         reasons[reason] = reasons.get(reason, 0) + 1
     lines = []
     for status in sorted(by_status):

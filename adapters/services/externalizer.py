@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from spillvault.adapters.services import gc
 from spillvault.adapters.services.reader import ArtifactReader
 from spillvault.adapters.services.recovery import artifact_filenames
-from spillvault.adapters.storage.artifact_store import LocalArtifactStore
 from spillvault.domain.enums import ArtifactState, SizeUnit
 from spillvault.domain.errors import (
     ArtifactAccessError,
@@ -36,14 +35,15 @@ from spillvault.domain.summary import check_summary, summarize
 from spillvault.domain.values import ArtifactCleanupPolicy
 
 if TYPE_CHECKING:
+    import os
     from collections.abc import Iterable, Iterator
     from datetime import datetime
 
     from spillvault.adapters.services.retention_journal import SessionRetentionJournal
-    from spillvault.adapters.storage.artifact_store import ArtifactStream
     from spillvault.adapters.storage.handles import SessionHandles
     from spillvault.domain.artifact import Artifact
     from spillvault.domain.cleanup import ArtifactCleanupPlan, ArtifactCleanupReport
+    from spillvault.domain.ports import ArtifactStore, ArtifactStream
     from spillvault.domain.reading import GrepResult
     from spillvault.domain.values import ArtifactReference, ArtifactRetentionClaim
 
@@ -82,22 +82,18 @@ class SessionExternalizer:
     def __init__(
         self,
         session: SessionHandles,
+        store: ArtifactStore,
         *,
         policy: SpillPolicy | None = None,
         owns_session: bool = False,
     ) -> None:
         self._owns_session = owns_session
         self.session = session
-        self.store = LocalArtifactStore(self.session)
+        self.store = store
         self.policy = self._fit_to_backend(
             policy or self.session.policy or SpillPolicy()
         )
         self.reader = ArtifactReader(self.session, self.store)
-
-    @property
-    def tool_results_dir(self) -> str:
-        """Return the directory holding this session's artifacts."""
-        return self.store.tool_results_dir
 
     # the gate -----------------------------------------------------------------
 
@@ -142,7 +138,7 @@ class SessionExternalizer:
             # Only a handle or hint beyond the declared maxima gets here; the
             # stored artifact stays for GC and the model keeps the original.
             logger.warning(
-                "spillvault: preview of %s failed: %s", reference.path, error
+                "spillvault: preview of %s failed: %s", reference.handle, error
             )
             return GateOutcome(content, "store_failed")
         return GateOutcome(_replace(content, preview), "spilled", reference)
@@ -237,7 +233,7 @@ class SessionExternalizer:
 
     def line_count(self, artifact: ArtifactReference | str) -> int:
         """Return how many lines a stored artifact has (as recorded, S2.3)."""
-        handle = artifact if isinstance(artifact, str) else artifact.path
+        handle = artifact if isinstance(artifact, str) else artifact.handle
         filename = self.store.resolve(handle)
         recorded = self.session.store.get_artifact(filename)
         content = None if recorded is None else recorded.stored_content
@@ -276,7 +272,9 @@ class SessionExternalizer:
             offset=offset,
         )
 
-    def read_from_disk(self, path: str, offset: int = 0, limit: int = 2000) -> str:
+    def read_from_disk(
+        self, path: str | os.PathLike[str], offset: int = 0, limit: int = 2000
+    ) -> str:
         """Seed-compatible read of an artifact path, confined like S3.2."""
         return self.reader.read_from_disk(path, offset, limit)
 
@@ -368,7 +366,7 @@ class SessionExternalizer:
     # internals ------------------------------------------------------------------
 
     def _artifact_of(self, reference: ArtifactReference) -> Artifact:
-        filename = self.store.resolve(reference.path)
+        filename = self.store.resolve(reference.handle)
         artifact = self.session.store.get_artifact(filename)
         if artifact is None:
             msg = f"no artifact event for {filename}"
@@ -429,8 +427,8 @@ class SessionExternalizer:
             summary=reference.summary,
             tool_name=reference.source_tool,
             content_sha256=reference.content_sha256,
-            handle=reference.path,
-            hint=self.store.hint(reference.path),
+            handle=reference.handle,
+            hint=self.store.hint(reference.handle),
             total_lines=content.line_count,
             total_bytes=content.size_bytes,
             tool_use_id=artifact.tool_use_id,
@@ -452,15 +450,17 @@ class SessionExternalizer:
         size = reference.size_bytes
         # Up to here the output may still be under its limit: measure it whole.
         if size <= max(2 * window, limit.limit * per_unit):
-            data = self.reader.read_artifact_bytes(reference.path, 0, size)
+            data = self.reader.read_artifact_bytes(reference.handle, 0, size)
             text = data.decode("utf-8", "replace")
             if not self.should_externalize(text, reference.source_tool):
                 kept = "under_limit" if reason == "spilled" else reason
                 return GateOutcome(text, kept, reference)
             preview = PreviewText(head=text, tail=text, whole=True)
         else:
-            head = self.reader.read_artifact_bytes(reference.path, 0, window)
-            tail = self.reader.read_artifact_bytes(reference.path, size - window, size)
+            head = self.reader.read_artifact_bytes(reference.handle, 0, window)
+            tail = self.reader.read_artifact_bytes(
+                reference.handle, size - window, size
+            )
             preview = PreviewText(
                 head=_complete_head(head),
                 tail=_complete_tail(tail),

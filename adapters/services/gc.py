@@ -20,7 +20,6 @@ import stat
 import uuid
 from collections.abc import Callable
 from contextlib import suppress
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Self
 
 from spillvault.adapters.services.lease_projection import session_projection
@@ -35,17 +34,20 @@ from spillvault.adapters.storage.fs import (
 from spillvault.adapters.storage.layout import QUARANTINE_DIR, TOOL_RESULTS_DIR
 from spillvault.domain.artifact import Artifact
 from spillvault.domain.cleanup import (
+    ApplyOutcome,
+    ArtifactClaims,
     ArtifactCleanupDecision,
     ArtifactCleanupPlan,
     ArtifactCleanupReport,
     EntryFacts,
     EntryKind,
     FileSnapshot,
+    cleanup_report,
     explain,
     limit_deletions,
     missing_decision,
 )
-from spillvault.domain.enums import ArtifactCleanupStatus, ArtifactState
+from spillvault.domain.enums import ArtifactState
 from spillvault.domain.errors import (
     ArtifactAccessError,
     ArtifactLeaseJournalError,
@@ -60,10 +62,9 @@ if TYPE_CHECKING:
 
     from spillvault.adapters.storage.handles import SessionHandles
     from spillvault.domain.ports import FileSystem, StatResult
-    from spillvault.domain.session_view import ArtifactRecord, LiveLease
+    from spillvault.domain.session_view import ArtifactRecord
     from spillvault.domain.values import ArtifactCleanupPolicy, ArtifactRetentionClaim
 
-Status = ArtifactCleanupStatus
 Progress = Callable[[int, int], None]
 """Called with (entries done, entries in all) as a run goes."""
 # GC itself moved these files out of tool-results/: not missing.
@@ -79,34 +80,6 @@ _KINDS = (
 )
 
 
-@dataclass(frozen=True)
-class _Claims:
-    """The claims that bear on each artifact, by filename."""
-
-    digests: dict[str, tuple[str, ...]]
-    counts: dict[str, int]
-
-    @classmethod
-    def from_leases(cls, leases: Iterator[LiveLease], now: datetime) -> _Claims:
-        return cls.from_claims((lease.claim, lease.protects(now)) for lease in leases)
-
-    @classmethod
-    def from_claims(
-        cls, claims: Iterator[tuple[ArtifactRetentionClaim, bool]]
-    ) -> _Claims:
-        digests: dict[str, list[str]] = {}
-        counts: dict[str, int] = {}
-        for claim, protects in claims:
-            name = claim.parsed_source_id.filename
-            digests.setdefault(name, []).append(claim.content_sha256)
-            if protects:
-                counts[name] = counts.get(name, 0) + claim.reference_count
-        return cls({n: tuple(d) for n, d in digests.items()}, counts)
-
-    def protects(self, filename: str) -> bool:
-        return self.counts.get(filename, 0) > 0
-
-
 def plan_cleanup_from_journal(
     session: SessionHandles,
     *,
@@ -119,7 +92,7 @@ def plan_cleanup_from_journal(
     projection = session_projection(session)
     projection.verify_whole()
     at = now or session.clock.now()
-    claims = _Claims.from_leases(iter(projection.live_leases().values()), at)
+    claims = ArtifactClaims.from_leases(projection.live_leases().values(), at)
     return _Planner(session, policy, at, claims, progress).plan()
 
 
@@ -138,7 +111,7 @@ def plan_cleanup_from_claims(
     for claim, _ in checked:
         claim.check_session(session.session_id)
     return _Planner(
-        session, policy, at, _Claims.from_claims(iter(checked)), None
+        session, policy, at, ArtifactClaims.from_claims(iter(checked)), None
     ).plan()
 
 
@@ -158,7 +131,7 @@ class _Planner:
         session: SessionHandles,
         policy: ArtifactCleanupPolicy,
         now: datetime,
-        claims: _Claims,
+        claims: ArtifactClaims,
         progress: Progress | None,
     ) -> None:
         self.session = session
@@ -191,9 +164,7 @@ class _Planner:
         try:
             info = self.fs.lstat(name, dir_fd=dir_fd)
         except FileNotFoundError:
-            return ArtifactCleanupDecision(
-                name, Status.MISSING, 0, "vanished while scanned"
-            )
+            return self.missing_one(name, "the file vanished while scanned")
         facts = EntryFacts(name, _kind(info.st_mode))
         if facts.kind is EntryKind.REGULAR and artifact_number(name) is not None:
             facts = self.regular_facts(dir_fd, name)
@@ -246,22 +217,19 @@ class _Planner:
         return session_projection(self.session).artifact_records().get(name)
 
     def missing(self, present: set[str]) -> list[ArtifactCleanupDecision]:
-        decisions = []
-        for name, record in self.records.items():
-            if name in present:
-                continue
-            state = record.state
-            if state in _MOVED_BY_GC:
-                continue
-            decisions.append(
-                missing_decision(
-                    name,
-                    reference_count=self.claims.counts.get(name, 0),
-                    protected=self.claims.protects(name),
-                    state=state,
-                )
-            )
-        return decisions
+        return [
+            self.missing_one(name, f"the file is missing ({record.state.value})")
+            for name, record in self.records.items()
+            if name not in present and record.state not in _MOVED_BY_GC
+        ]
+
+    def missing_one(self, name: str, detail: str) -> ArtifactCleanupDecision:
+        return missing_decision(
+            name,
+            reference_count=self.claims.counts.get(name, 0),
+            protected=self.claims.protects(name),
+            detail=detail,
+        )
 
 
 def _with(
@@ -300,8 +268,8 @@ def apply_cleanup_from_journal(
     plan.check_session(session.session_id)
     projection = session_projection(session)
 
-    def protecting(at: datetime) -> _Claims:
-        return _Claims.from_leases(iter(projection.live_leases().values()), at)
+    def protecting(at: datetime) -> ArtifactClaims:
+        return ArtifactClaims.from_leases(projection.live_leases().values(), at)
 
     return _Applier(session, plan, now, protecting, progress).run()
 
@@ -320,8 +288,8 @@ def apply_cleanup_with_claims(
     for claim in claims:
         claim.check_session(session.session_id)
 
-    def protecting(at: datetime) -> _Claims:
-        return _Claims.from_claims(iter([(c, c.is_active(at)) for c in claims]))
+    def protecting(at: datetime) -> ArtifactClaims:
+        return ArtifactClaims.from_claims(iter([(c, c.is_active(at)) for c in claims]))
 
     return _Applier(session, plan, now, protecting, None).run()
 
@@ -332,7 +300,7 @@ class _Applier:
         session: SessionHandles,
         plan: ArtifactCleanupPlan,
         now: datetime | None,
-        protecting: Callable[[datetime], _Claims],
+        protecting: Callable[[datetime], ArtifactClaims],
         progress: Progress | None,
     ) -> None:
         self.session = session
@@ -343,12 +311,10 @@ class _Applier:
         self.progress = progress
 
     def run(self) -> ArtifactCleanupReport:
-        candidates = self.plan.candidates()
+        applied_at = self.at()
         if self.plan.dry_run:
-            return ArtifactCleanupReport(
-                self.session.session_id, (), dry_run=True,
-                untouched=tuple(c.filename for c in candidates),
-            )  # fmt: skip
+            return cleanup_report(self.plan, (), applied_at=applied_at)
+        candidates = self.plan.candidates()
         outcomes: list[ArtifactCleanupDecision] = []
         error: str | None = None
         with (
@@ -365,15 +331,22 @@ class _Applier:
                     outcomes.append(decided.decision)
                     error = f"{candidate.filename}: {decided.__cause__}"
                     break
+                except PermissionError as denied:
+                    # Put back or left as it was by `apply_one`; what the
+                    # system refused here it refuses the next candidate too.
+                    outcomes.append(
+                        ApplyOutcome.DELETE_DENIED.decide(
+                            candidate, candidate.reference_count
+                        )
+                    )
+                    error = f"{candidate.filename}: {denied}"
+                    break
                 except OSError as failure:
                     error = f"{candidate.filename}: {failure}"
                     break
                 if self.progress is not None:
                     self.progress(done, len(candidates))
-        untouched = tuple(c.filename for c in candidates[len(outcomes) :])
-        return ArtifactCleanupReport(
-            self.session.session_id, tuple(outcomes), error=error, untouched=untouched
-        )
+        return cleanup_report(self.plan, outcomes, applied_at=applied_at, error=error)
 
     def at(self) -> datetime:
         return self.now or self.session.clock.now()
@@ -383,42 +356,31 @@ class _Applier:
     ) -> ArtifactCleanupDecision:
         name, snapshot = planned.filename, planned.snapshot
         claims = self.protecting(self.at())
+        count = claims.counts.get(name, 0)
+        if artifact_number(name) is None:  # a plan edited by hand, say
+            return ApplyOutcome.NAME_NOT_OWNED.decide(planned, count)
         if claims.protects(name) and self.session.safeguards.reverify_claims_at_apply:
-            return _outcome(
-                planned,
-                Status.RETAINED_REFERENCED,
-                "a claim appeared after planning",
-                claims,
-            )
+            return ApplyOutcome.CLAIM_ADDED.decide(planned, count)
         artifact = self.session.store.get_artifact(name)
         if (
             snapshot is None
             or artifact is None
             or not ARTIFACT_MACHINE.allows(artifact.state, "quarantine")
         ):
-            return _outcome(
-                planned, Status.RACE_DETECTED, "the artifact changed state", claims
-            )
+            return ApplyOutcome.STATE_CHANGED.decide(planned, count)
         try:
             info = self.fs.lstat(name, dir_fd=results_fd)
         except FileNotFoundError:
             self.mark_lost(name)
-            return _outcome(
-                planned, Status.ALREADY_MISSING, "the file was already gone", claims
-            )
+            return ApplyOutcome.ALREADY_GONE.decide(planned, count)
         if not _same_entry(info, snapshot, regular=True):
-            return _outcome(
-                planned,
-                Status.RACE_DETECTED,
-                "the file was replaced or changed",
-                claims,
-            )
+            return ApplyOutcome.FILE_CHANGED.decide(planned, count)
         intent = uuid.uuid4().hex
         artifact.quarantine(intent, quarantined_at=self.at())
         self.session.store.save_aggregates(artifact)
         try:
             return self.quarantined(
-                results_fd, quarantine_fd, planned, artifact, intent, claims
+                results_fd, quarantine_fd, planned, artifact, intent, count
             )
         except OSError:
             # Settle the intent now, as the next open would, so the artifact
@@ -434,7 +396,7 @@ class _Applier:
         planned: ArtifactCleanupDecision,
         artifact: Artifact,
         intent: str,
-        claims: _Claims,
+        count: int,
     ) -> ArtifactCleanupDecision:
         """Move, check, then unlink or put back one candidate under its intent."""
         name, snapshot = planned.filename, planned.snapshot
@@ -451,9 +413,7 @@ class _Applier:
                 self.fs.fsync(intent_fd)
                 artifact.delete(deleted_at=self.at())
                 self.session.store.save_aggregates(artifact)
-                deleted = _outcome(
-                    planned, Status.DELETED, "verified and unlinked", claims
-                )
+                deleted = ApplyOutcome.DELETED.decide(planned, count)
                 try:
                     _remove_intent_dir(self.fs, quarantine_fd, intent)
                 except OSError as error:
@@ -465,13 +425,10 @@ class _Applier:
         finally:
             self.fs.close(intent_fd)
         if not put_back:
-            reason = "not the planned file: left in quarantine"
-            return _outcome(planned, Status.RACE_DETECTED, reason, claims)
+            return ApplyOutcome.LEFT_IN_QUARANTINE.decide(planned, count)
         artifact.restore(restored_at=self.at())
         self.session.store.save_aggregates(artifact)
-        restored = _outcome(
-            planned, Status.RACE_DETECTED, "not the planned file: put back", claims
-        )
+        restored = ApplyOutcome.PUT_BACK.decide(planned, count)
         try:
             _remove_intent_dir(self.fs, quarantine_fd, intent)
         except OSError as error:
@@ -506,18 +463,6 @@ class _AfterDecision(Exception):
     def __init__(self, decision: ArtifactCleanupDecision) -> None:
         super().__init__(decision.filename)
         self.decision = decision
-
-
-def _outcome(
-    planned: ArtifactCleanupDecision, status: Status, reason: str, claims: _Claims
-) -> ArtifactCleanupDecision:
-    return ArtifactCleanupDecision(
-        planned.filename,
-        status,
-        claims.counts.get(planned.filename, 0),
-        reason,
-        planned.snapshot,
-    )
 
 
 # -------------------------------------------------------------- recovery

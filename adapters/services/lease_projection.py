@@ -254,13 +254,17 @@ class LeaseProjection:
             elif note.topic.startswith(_ARTIFACT_TOPIC):
                 self._fold_artifact(note)
 
+    def lease_events(self) -> Iterator[LeaseEvent]:
+        """Decode every lease event in the store, from position 0, in order."""
+        for note in self._session.store.notifications(after=0):
+            if note.topic.startswith(_LEASE_TOPIC):
+                yield self._decode(note)
+
     def _all_records(self) -> Iterator[JournalRecord]:
         """Project every lease event in the store, from position 0 (J2)."""
         sequence, prev = 0, ZERO_HASH
-        for note in self._session.store.notifications(after=0):
-            if not note.topic.startswith(_LEASE_TOPIC):
-                continue
-            record = self._record(sequence + 1, prev, self._decode(note))
+        for event in self.lease_events():
+            record = self._record(sequence + 1, prev, event)
             yield record
             sequence, prev = record.sequence, record.sha256
 

@@ -45,7 +45,7 @@ import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
-from typing import TYPE_CHECKING, Protocol, Self
+from typing import TYPE_CHECKING, Self
 
 from spillvault.adapters.storage.fs import check_private
 from spillvault.domain.bounds import number_problem
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
     from spillvault.adapters.storage.handles import SessionHandles
     from spillvault.domain.artifact import ArtifactContent
-    from spillvault.domain.ports import FileSystem
+    from spillvault.domain.ports import ArtifactReadPort, FileSystem
 
 DEFAULT_REGEX_TIMEOUT = 5.0
 PREFETCH_DEPTH = 2
@@ -106,18 +106,6 @@ sys.stdout.write("\n".join(map(str, found)))
 
 class RegexTimeoutError(TimeoutError):
     """A regex search ran past its wall-clock limit; its worker was killed."""
-
-
-class ArtifactReadPort(Protocol):
-    """What the reader needs from the artifact store (S2.7's open-for-read)."""
-
-    def resolve(self, handle: str) -> str:
-        """Return the filename a handle of this session names, else raise."""
-        ...
-
-    def open_for_read(self, handle: str) -> int:
-        """Open an artifact per A4 and return the descriptor."""
-        ...
 
 
 class ArtifactReader:
@@ -228,7 +216,7 @@ class ArtifactReader:
         self, artifact: ArtifactReference | str, *, prefetch: bool = False
     ) -> _Chunks:
         reference = artifact if isinstance(artifact, ArtifactReference) else None
-        handle = artifact.path if isinstance(artifact, ArtifactReference) else artifact
+        handle = artifact if reference is None else reference.handle
         if not isinstance(handle, str):
             kind = type(handle).__name__
             msg = f"artifact must be an ArtifactReference or a handle, not {kind}"

@@ -4,33 +4,31 @@ The event store is the authority (S4.4); `retention-leases.jsonl` is its
 hash-chained projection, written before any owner call that depends on the
 event (S4.5). Publication re-verifies the artifact and records PREPARED
 under the session lock, releases the lock, calls the publisher, then records
-COMMITTED (S4.6). Reconciliation decides from an owner's fenced observation,
+COMMITTED (S4.6). Reconciliation observes, seals and records inside the
+owner's fence what the pure table of `domain.reconciliation` decides,
 tombstone before ABORTED (S5.2, S5.3). Lock order: owner fence, then the
 session lock; neither is held across a publisher or remover call.
 """
 
 from __future__ import annotations
 
-import os
 import uuid
-from contextlib import nullcontext
+from contextlib import closing, nullcontext
 from datetime import datetime, timedelta
+from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Self, TypeVar
 
 from spillvault.adapters.services.lease_projection import (
     JournalReport,
+    LeaseEvent,
     session_projection,
-)
-from spillvault.adapters.storage.artifact_store import (
-    LocalArtifactStore,
-    open_artifact_file,
 )
 from spillvault.adapters.storage.content_writer import digest_open_file
 from spillvault.domain.bounds import number_problem, shown
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.enums import (
     ArtifactLeasePhase,
-    ArtifactReconciliationStatus,
     ArtifactReferencePresence,
 )
 from spillvault.domain.errors import (
@@ -42,7 +40,21 @@ from spillvault.domain.errors import (
     ArtifactRetentionError,
 )
 from spillvault.domain.machines import ARTIFACT_MACHINE, LEASE_MACHINE
-from spillvault.domain.session_view import aggregate_claims
+from spillvault.domain.reconciliation import (
+    GENERATION_MOVED,
+    OPERATOR_ABORTED,
+    OPERATOR_COMMITTED,
+    YOUNGER_THAN_MIN_AGE,
+    ReconciliationDecision,
+    ReconciliationPass,
+    ReconciliationStep,
+    already,
+    confirms,
+    decide,
+    seal_problem,
+    settled,
+)
+from spillvault.domain.session_view import LiveLease, aggregate_claims
 from spillvault.domain.timestamps import parse_timestamp
 from spillvault.domain.values import (
     ArtifactLeaseRecovery,
@@ -54,23 +66,20 @@ from spillvault.domain.values import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
     from types import TracebackType
 
     from spillvault.adapters.storage.handles import SessionHandles
     from spillvault.domain.lease import Lease
-    from spillvault.domain.ports import ArtifactReferenceFence, ArtifactReferenceOwner
+    from spillvault.domain.ports import (
+        ArtifactReferenceFence,
+        ArtifactReferenceOwner,
+        ArtifactStore,
+    )
 
 T = TypeVar("T")
-Status = ArtifactReconciliationStatus
 _PUBLISHABLE = ARTIFACT_MACHINE.tagged("publishable")
 _GONE = ARTIFACT_MACHINE.terminal_states  # deleted by GC, or found lost: no bytes
-# How a lease found past its creation phase (decided by another) is reported.
-_ALREADY = {
-    phase: Status(f"already_{phase}")
-    for phase in ArtifactLeasePhase
-    if phase not in LEASE_MACHINE.creation_states
-}
 # What an operator may decide for a pending lease: where one transition takes it.
 _DECISIONS = LEASE_MACHINE.next_states(ArtifactLeasePhase.PREPARED)
 _RELEASABLE = " or ".join(sorted(LEASE_MACHINE.sources_of("release")))
@@ -79,9 +88,16 @@ _RELEASABLE = " or ".join(sorted(LEASE_MACHINE.sources_of("release")))
 class SessionRetentionJournal:
     """A session's retention leases and their journal (seed-compatible API)."""
 
-    def __init__(self, session: SessionHandles, *, owns_session: bool = False) -> None:
+    def __init__(
+        self,
+        session: SessionHandles,
+        *,
+        open_artifacts: Callable[[], ArtifactStore],
+        owns_session: bool = False,
+    ) -> None:
         self._owns_session = owns_session
         self.session = session
+        self._open_artifacts = open_artifacts
         try:
             self._projection = session_projection(self.session)
         except BaseException:
@@ -90,9 +106,9 @@ class SessionRetentionJournal:
             raise
 
     @property
-    def path(self) -> str:
+    def path(self) -> Path:
         """The journal file's path."""
-        return os.path.join(self.session.path, RETENTION_JOURNAL_NAME)
+        return Path(self.session.path, RETENTION_JOURNAL_NAME)
 
     @property
     def session_id(self) -> str:
@@ -193,27 +209,21 @@ class SessionRetentionJournal:
         try:
             value = publisher()
         except ArtifactPublicationRejected:
-            self._unless_decided(
-                transaction_id,
-                lambda: self.abort(transaction_id),
-                "abort",
-            )
+            self._unless_decided(lambda: self.abort(transaction_id), "abort")
             raise
         self._unless_decided(
-            transaction_id,
-            lambda: self.commit(transaction_id, committed_at=committed_at),
-            "commit",
+            lambda: self.commit(transaction_id, committed_at=committed_at), "commit"
         )
         return transaction, value
 
     def remove_reference(
         self,
         transaction_id: str,
-        remover: Callable[[], object],
+        remover: Callable[[], T],
         *,
         released_at: datetime | None = None,
-    ) -> ArtifactLeaseState:
-        """Let the owner delete first; only then record RELEASED (S4.9)."""
+    ) -> T:
+        """Let the owner delete first, then record RELEASED; return what it returned."""
         lease = self.session.store.get_lease(transaction_id)
         if not LEASE_MACHINE.allows(lease.phase, "release"):
             msg = (
@@ -221,30 +231,25 @@ class SessionRetentionJournal:
                 f"{lease.phase.value}, not {_RELEASABLE}"
             )
             raise ArtifactLeaseJournalError(msg)
-        remover()
-        return self._unless_decided(
-            transaction_id,
-            lambda: self.release(transaction_id, released_at=released_at),
-            "release",
+        value = remover()
+        self._unless_decided(
+            lambda: self.release(transaction_id, released_at=released_at), "release"
         )
+        return value
 
     def _unless_decided(
-        self,
-        transaction_id: str,
-        record: Callable[[], ArtifactLeaseState],
-        trigger: str,
-    ) -> ArtifactLeaseState:
+        self, record: Callable[[], ArtifactLeaseState], trigger: str
+    ) -> None:
         """Record a flow's own event, unless a reconciler recorded it first (S5.4)."""
         # No lock is held across the publisher or remover: a reconciler can see
         # the owner's new state and record the same outcome before the flow,
         # and the lease may have moved on from that outcome since.
         try:
-            return record()
+            record()
         except _AlreadyDecided as decided:
             outcome = LEASE_MACHINE.state_after(trigger)
             if decided.phase not in LEASE_MACHINE.reachable_from(outcome):
                 raise
-        return self.session.store.get_lease(transaction_id).lease_state
 
     # ---------------------------------------------------------------- journal
 
@@ -266,27 +271,31 @@ class SessionRetentionJournal:
     # -------------------------------------------------------------- recovery
 
     def recover(self, *, now: datetime | None = None) -> ArtifactLeaseRecovery:
-        """Return what the live leases protect at `now` (prepared: no expiry, S4.7)."""
+        """Fold every lease event: each transaction's phases, terminal ones too (S4.7).
+
+        The claims are what the live leases protect at `now` (a prepared one
+        with no expiry); all three parts come from the same fold.
+        """
         at = self._time(now, "now")
-        live = self._projection.live_leases()
-        pending = sorted(
-            tx
-            for tx, lease in live.items()
-            if lease.phase is ArtifactLeasePhase.PREPARED
-        )
-        states = tuple(
-            ArtifactLeaseState(
-                transaction=ArtifactLeaseTransaction(
-                    lease.transaction_id, lease.claim, lease.prepared_at
-                ),
-                phases=_phases_to(lease.phase),
+        states = _lease_states(self._projection.lease_events())
+        live = [
+            LiveLease(
+                state.transaction.transaction_id,
+                state.current_phase,
+                state.transaction.claim,
+                state.transaction.prepared_at,
             )
-            for lease in sorted(live.values(), key=lambda lease: lease.transaction_id)
-        )
+            for state in states
+            if state.current_phase not in LEASE_MACHINE.terminal_states
+        ]
         return ArtifactLeaseRecovery(
             session_id=self.session_id,
-            claims=aggregate_claims(live.values(), at),
-            pending_transaction_ids=tuple(pending),
+            claims=aggregate_claims(live, at),
+            pending_transaction_ids=tuple(
+                lease.transaction_id
+                for lease in live
+                if lease.phase is ArtifactLeasePhase.PREPARED
+            ),
             states=states,
         )
 
@@ -294,12 +303,19 @@ class SessionRetentionJournal:
         self, *, now: datetime | None = None
     ) -> tuple[ArtifactRetentionClaim, ...]:
         """Return the aggregated claims that protect artifacts at `now`."""
-        return self.recover(now=now).claims
+        at = self._time(now, "now")
+        return aggregate_claims(self._projection.live_leases().values(), at)
 
     @property
     def pending_transaction_ids(self) -> tuple[str, ...]:
         """The PREPARED transactions awaiting reconciliation."""
-        return self.recover().pending_transaction_ids
+        return tuple(
+            sorted(
+                tx
+                for tx, lease in self._projection.live_leases().items()
+                if lease.phase is ArtifactLeasePhase.PREPARED
+            )
+        )
 
     # --------------------------------------------------------- reconciliation
 
@@ -312,7 +328,7 @@ class SessionRetentionJournal:
     ) -> ArtifactReconciliationReport:
         """Reconcile one PREPARED lease with its owner (S5.2)."""
         lease = self.session.store.get_lease(transaction_id)
-        return self._reconcile_prepared(lease, owner, resolved_at)
+        return self._reconcile(ReconciliationPass.PENDING, lease, owner, resolved_at)
 
     def reconcile_pending(
         self,
@@ -335,16 +351,12 @@ class SessionRetentionJournal:
         reports = []
         for live in pending:
             if live.prepared_at > youngest:
-                reports.append(
-                    _report(
-                        live.transaction_id,
-                        Status.SKIPPED_YOUNG,
-                        "younger_than_min_age",
-                    )
-                )
+                reports.append(_report(live.transaction_id, YOUNGER_THAN_MIN_AGE))
                 continue
             lease = self.session.store.get_lease(live.transaction_id)
-            reports.append(self._reconcile_prepared(lease, owner, at))
+            reports.append(
+                self._reconcile(ReconciliationPass.PENDING, lease, owner, at)
+            )
         return reports
 
     def reconcile_releases(
@@ -358,7 +370,9 @@ class SessionRetentionJournal:
             if LEASE_MACHINE.allows(lease.phase, "release")
         )
         return [
-            self._reconcile_release(self.session.store.get_lease(tx), owner, at)
+            self._reconcile(
+                ReconciliationPass.RELEASES, self.session.store.get_lease(tx), owner, at
+            )
             for tx in releasable
         ]
 
@@ -383,12 +397,11 @@ class SessionRetentionJournal:
         with owner.inspect_fenced(lease.transaction) as fence:
             observation = fence.observation
             lease = self.session.store.get_lease(transaction_id)
-            if lease.phase is not ArtifactLeasePhase.PREPARED:
-                return _report(
-                    transaction_id, _ALREADY[lease.phase], "not_pending", observation
-                )
+            done = settled(ReconciliationPass.PENDING, lease.phase)
+            if done is not None:
+                return _report(transaction_id, done, observation)
             if decision is ArtifactLeasePhase.COMMITTED:
-                if not _matches(observation, lease.claim):
+                if not confirms(observation, transaction_id, lease.claim):
                     msg = (
                         f"cannot commit {transaction_id!r}: the owner does not hold "
                         f"the reference ({observation.presence.value})"
@@ -396,12 +409,18 @@ class SessionRetentionJournal:
                     raise ArtifactLeaseJournalError(msg)
                 return self._finish(
                     lambda: self.commit(transaction_id, committed_at=at),
-                    _report(
-                        transaction_id, Status.COMMITTED, "operator_commit", observation
-                    ),
+                    _report(transaction_id, OPERATOR_COMMITTED, observation),
                 )
-            sealed = self._seal(fence, observation, transaction_id)
-            if sealed is None:
+            # Only this id's absence can be sealed: an operator never tombstones
+            # a reference the owner holds, cannot answer for, or answers for
+            # another id.
+            sealed = (
+                self._seal(fence, observation, transaction_id)
+                if observation.presence is ArtifactReferencePresence.ABSENT
+                and observation.transaction_id == transaction_id
+                else None
+            )
+            if not isinstance(sealed, ArtifactReferenceObservation):
                 msg = (
                     f"cannot abort {transaction_id!r}: the owner would not seal its "
                     f"absence ({observation.presence.value})"
@@ -409,110 +428,60 @@ class SessionRetentionJournal:
                 raise ArtifactLeaseJournalError(msg)
             return self._finish(
                 lambda: self.abort(transaction_id, aborted_at=at),
-                _report(transaction_id, Status.ABORTED, "operator_abort", sealed),
+                _report(transaction_id, OPERATOR_ABORTED, sealed),
             )
 
-    def _reconcile_prepared(  # noqa: PLR0911 - one return per row of S5.2
+    def _reconcile(
         self,
+        reconciliation: ReconciliationPass,
         lease: Lease,
         owner: ArtifactReferenceOwner,
         resolved_at: datetime | None,
     ) -> ArtifactReconciliationReport:
+        """Look up the S5.2 table inside the owner's fence and take its step."""
         transaction_id = lease.transaction_id
-        if lease.phase is not ArtifactLeasePhase.PREPARED:
-            return _report(transaction_id, _ALREADY[lease.phase], "not_pending")
+        done = settled(reconciliation, lease.phase)
+        if done is not None:
+            return _report(transaction_id, done)
         at = self._time(resolved_at, "resolved_at")
         with owner.inspect_fenced(lease.transaction) as fence:
             observation = fence.observation
             # Another reconciler may have decided before this fence was ours.
             lease = self.session.store.get_lease(transaction_id)
-            if lease.phase is not ArtifactLeasePhase.PREPARED:
-                return _report(
-                    transaction_id, _ALREADY[lease.phase], "not_pending", observation
-                )
-            presence = observation.presence
-            if presence is ArtifactReferencePresence.UNKNOWN:
-                return _report(
-                    transaction_id, Status.PENDING_UNKNOWN, "owner_unknown", observation
-                )
-            if presence is ArtifactReferencePresence.PUBLISHED:
-                if not _matches(observation, lease.claim):
-                    return _report(
-                        transaction_id,
-                        Status.PENDING_CONFLICT,
-                        "identity_mismatch",
-                        observation,
-                    )
+            decision = decide(
+                reconciliation,
+                lease.phase,
+                observation,
+                transaction_id=transaction_id,
+                claim=lease.claim,
+            )
+            step = decision.step
+            if step is ReconciliationStep.NOTHING:
+                return _report(transaction_id, decision, observation)
+            if step is ReconciliationStep.COMMIT:
                 return self._finish(
                     lambda: self.commit(transaction_id, committed_at=at),
-                    _report(
-                        transaction_id, Status.COMMITTED, "owner_published", observation
-                    ),
+                    _report(transaction_id, decision, observation),
                 )
-            reason = (
-                "absence_already_sealed"
-                if observation.absence_sealed
-                else "absence_sealed"
+            record = (
+                partial(self.release, transaction_id, released_at=at)
+                if step is ReconciliationStep.SEAL_THEN_RELEASE
+                else partial(self.abort, transaction_id, aborted_at=at)
             )
-            if not self.session.safeguards.tombstone_first:
+            if (
+                step is ReconciliationStep.SEAL_THEN_ABORT
+                and not self.session.safeguards.tombstone_first
+            ):
                 # The planted bug of S5.3: ABORTED first, the tombstone after.
                 aborted = self._finish(
-                    lambda: self.abort(transaction_id, aborted_at=at),
-                    _report(transaction_id, Status.ABORTED, reason, observation),
+                    record, _report(transaction_id, decision, observation)
                 )
                 self._seal(fence, observation, transaction_id)
                 return aborted
             sealed = self._seal(fence, observation, transaction_id)
-            if sealed is None:
-                return _report(
-                    transaction_id,
-                    Status.PENDING_STALE,
-                    "generation_changed",
-                    observation,
-                )
-            return self._finish(
-                lambda: self.abort(transaction_id, aborted_at=at),
-                _report(transaction_id, Status.ABORTED, reason, sealed),
-            )
-
-    def _reconcile_release(
-        self,
-        lease: Lease,
-        owner: ArtifactReferenceOwner,
-        resolved_at: datetime | None,
-    ) -> ArtifactReconciliationReport:
-        transaction_id = lease.transaction_id
-        at = self._time(resolved_at, "resolved_at")
-        with owner.inspect_fenced(lease.transaction) as fence:
-            observation = fence.observation
-            lease = self.session.store.get_lease(transaction_id)
-            if not LEASE_MACHINE.allows(lease.phase, "release"):
-                status = _ALREADY.get(lease.phase, Status.PENDING_UNKNOWN)
-                return _report(transaction_id, status, "not_committed", observation)
-            presence = observation.presence
-            if presence is ArtifactReferencePresence.UNKNOWN:
-                return _report(
-                    transaction_id, Status.PENDING_UNKNOWN, "owner_unknown", observation
-                )
-            if presence is ArtifactReferencePresence.PUBLISHED:
-                return _report(
-                    transaction_id,
-                    Status.STILL_PUBLISHED,
-                    "owner_published",
-                    observation,
-                )
-            sealed = self._seal(fence, observation, transaction_id)
-            if sealed is None:
-                return _report(
-                    transaction_id,
-                    Status.PENDING_STALE,
-                    "generation_changed",
-                    observation,
-                )
-            return self._finish(
-                lambda: self.release(transaction_id, released_at=at),
-                _report(transaction_id, Status.RELEASED, "owner_absent", sealed),
-            )
+            if isinstance(sealed, ReconciliationDecision):
+                return _report(transaction_id, sealed, observation)
+            return self._finish(record, _report(transaction_id, decision, sealed))
 
     def _finish(
         self,
@@ -528,9 +497,7 @@ class SessionRetentionJournal:
         try:
             record()
         except _AlreadyDecided as decided:
-            return _report(
-                report.transaction_id, _ALREADY[decided.phase], "decided_concurrently"
-            )
+            return _report(report.transaction_id, already(decided.phase))
         return report
 
     def _seal(
@@ -538,19 +505,17 @@ class SessionRetentionJournal:
         fence: ArtifactReferenceFence,
         observation: ArtifactReferenceObservation,
         transaction_id: str,
-    ) -> ArtifactReferenceObservation | None:
-        """Tombstone the id unless it is (S5.3); None if the generation moved."""
+    ) -> ArtifactReferenceObservation | ReconciliationDecision:
+        """Tombstone the id unless it is (S5.3); the table's answer if that fails."""
         if observation.absence_sealed:
             return observation
-        if observation.presence is not ArtifactReferencePresence.ABSENT:
-            return None
         try:
             sealed = fence.seal_absent()
         except ArtifactOwnerGenerationChanged:
-            return None
-        if sealed.transaction_id != transaction_id or not sealed.absence_sealed:
-            msg = f"owner returned a seal that is not for {transaction_id!r}"
-            raise ArtifactLeaseJournalError(msg)
+            return GENERATION_MOVED
+        problem = seal_problem(transaction_id, sealed)
+        if problem is not None:
+            return problem
         self._checkpoint("after_owner_absence_sealed")
         return sealed
 
@@ -576,7 +541,7 @@ class SessionRetentionJournal:
                 found = self.session.store.find_lease(transaction_id)
                 if (
                     found is not None
-                    and found.phase in _ALREADY
+                    and found.phase not in LEASE_MACHINE.creation_states
                     and not LEASE_MACHINE.allows(found.phase, trigger)
                 ):
                     raise _AlreadyDecided(str(error), found.phase) from error
@@ -608,9 +573,9 @@ class SessionRetentionJournal:
         if content is None or content.content_sha256 != claim.content_sha256:
             msg = f"publication refused: claim digest is not artifact {filename}'s"
             raise ArtifactLeaseJournalError(msg)
-        with LocalArtifactStore(self.session) as store:
+        with closing(self._open_artifacts()) as store:
             try:
-                fd = open_artifact_file(self.session.fs, filename, dir_fd=store.dir_fd)
+                fd = store.open_for_read(filename)
             except (FileNotFoundError, ArtifactAccessError) as error:
                 msg = f"publication refused: missing artifact {filename} ({error})"
                 raise ArtifactMissingError(msg) from error
@@ -643,19 +608,21 @@ def _check_transaction_id(transaction_id: str | None) -> str:
     return transaction_id
 
 
-def _phases_to(phase: ArtifactLeasePhase) -> tuple[ArtifactLeasePhase, ...]:
-    if phase is ArtifactLeasePhase.PREPARED:
-        return (phase,)
-    return (ArtifactLeasePhase.PREPARED, phase)
-
-
-def _matches(
-    observation: ArtifactReferenceObservation, claim: ArtifactRetentionClaim
-) -> bool:
-    return (
-        observation.presence is ArtifactReferencePresence.PUBLISHED
-        and observation.source_id == claim.source_id
-        and observation.content_sha256 == claim.content_sha256
+def _lease_states(events: Iterable[LeaseEvent]) -> tuple[ArtifactLeaseState, ...]:
+    """Fold lease events into each transaction's phases, by transaction id."""
+    transactions: dict[str, ArtifactLeaseTransaction] = {}
+    phases: dict[str, list[ArtifactLeasePhase]] = {}
+    for _, transaction_id, phase, fields in events:
+        if phase is ArtifactLeasePhase.PREPARED:
+            transactions[transaction_id] = ArtifactLeaseTransaction(
+                transaction_id,
+                ArtifactRetentionClaim.from_dict(fields["claim"]),
+                parse_timestamp(fields["prepared_at"], "prepared_at"),
+            )
+        phases.setdefault(transaction_id, []).append(phase)
+    return tuple(
+        ArtifactLeaseState(transactions[tx], tuple(phases[tx]))
+        for tx in sorted(transactions)
     )
 
 
@@ -680,14 +647,13 @@ def _as_timedelta(value: timedelta | float) -> timedelta:
 
 def _report(
     transaction_id: str,
-    status: ArtifactReconciliationStatus,
-    reason: str,
+    decision: ReconciliationDecision,
     observation: ArtifactReferenceObservation | None = None,
 ) -> ArtifactReconciliationReport:
     return ArtifactReconciliationReport(
         transaction_id=transaction_id,
-        status=status,
-        reason=reason,
+        status=decision.status,
+        reason=decision.reason,
         observed_generation=None if observation is None else observation.generation,
     )
 

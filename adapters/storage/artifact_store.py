@@ -27,6 +27,7 @@ import secrets
 import stat
 import weakref
 from contextlib import suppress
+from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
 from spillvault.adapters.storage.content_writer import ContentWriter, summary_for
@@ -211,7 +212,7 @@ class LocalArtifactStore:
             msg = f"{artifact.filename} is still open: no digest to reference yet"
             raise ValueError(msg)
         return ArtifactReference(
-            path=self.handle_for(artifact.filename),
+            path=Path(self.handle_for(artifact.filename)),
             summary=artifact.summary,
             source_tool=artifact.source_tool,
             source=ArtifactSource(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import sqlite3
 import time
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
@@ -49,6 +49,31 @@ _PAGE = 500
 # eventsourcing wraps most driver errors in PersistenceError, but not all of
 # SQLite's at connection time (a full disk, no inodes, a read-only directory).
 STORE_ERRORS = (PersistenceError, sqlite3.Error)
+
+
+class EventStoreBackend(Protocol):
+    """Where a session's events live: one kind per module, each of this shape."""
+
+    @property
+    def kind(self) -> str:
+        """The store's kind as the session marker records it."""
+        ...
+
+    def describe(self) -> str:
+        """Name the store for messages (a path or a redacted DSN)."""
+        ...
+
+    def exists(self) -> bool:
+        """Tell whether the store was created."""
+        ...
+
+    def create(self) -> None:
+        """Create the empty store (its file, schema or table)."""
+        ...
+
+    def open(self) -> SessionStore:
+        """Open the store for reading and recording events."""
+        ...
 
 
 class SessionStore(Application[UUID]):

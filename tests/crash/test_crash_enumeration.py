@@ -183,6 +183,7 @@ def enumeration() -> Enumeration:
     return enumerate_cases()
 
 
+@pytest.mark.slow
 def test_every_crash_point_of_small_workloads_recovers(
     enumeration: Enumeration,
 ) -> None:

@@ -239,4 +239,4 @@ CrashMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     print_blob=True,
 )
-TestCrashMachine = CrashMachine.TestCase
+TestCrashMachine = pytest.mark.slow(CrashMachine.TestCase)

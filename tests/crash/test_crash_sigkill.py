@@ -58,6 +58,8 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from spillvault.adapters.owners.sqlite_owner import SQLiteOwner
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.values import parse_artifact_source_id
@@ -70,6 +72,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 CYCLES = pick(200, 1000)
+TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_CYCLES = 3 * CYCLES
 ACKED = {
     "spill": CYCLES // 4,
@@ -658,6 +661,7 @@ def still_short(stats: Counter[str]) -> dict[str, int]:
     }
 
 
+@pytest.mark.slow
 def test_sigkill_cycles_lose_nothing_acknowledged(tmp_path: Path) -> None:
     seed = int(os.environ.get("SPILLVAULT_SIGKILL_SEED", secrets.randbits(32)))
     rng = Random(seed)  # noqa: S311 - a test's schedule
@@ -771,25 +775,25 @@ def test_sigkill_cycles_lose_nothing_acknowledged(tmp_path: Path) -> None:
 RELEASE_AND_DIE = textwrap.dedent(
     """
     import os, signal, sys
-    from spillvault.adapters.storage.fs import OsFileSystem
     from spillvault.adapters.session import open_session
+    from support.intercept import InterceptingFS
 
-    class DieInKeepAside(OsFileSystem):
-        # The real seam; the process SIGKILLs itself inside the journal's J6
-        # step: at "link", before the kept-aside copy gets its name; at
-        # "truncate", once the torn tail is kept aside and cut off.
-        def link(self, src, dst, **kw):
-            if sys.argv[3] == "link" and ".torn-" in dst:
-                os.kill(os.getpid(), signal.SIGKILL)
-            return OsFileSystem.link(src, dst, **kw)
+    def die(call):
+        os.kill(os.getpid(), signal.SIGKILL)
 
-        def ftruncate(self, fd, length):
-            os.ftruncate(fd, length)
-            if sys.argv[3] == "truncate":
-                os.fsync(fd)
-                os.kill(os.getpid(), signal.SIGKILL)
+    def fsync_and_die(call, result):
+        os.fsync(call["fd"])
+        die(call)
 
-    session = open_session(sys.argv[1], fs=DieInKeepAside())
+    # The real seam; the process SIGKILLs itself inside the journal's J6
+    # step: at "link", before the kept-aside copy gets its name; at
+    # "truncate", once the torn tail is kept aside and cut off.
+    fs = InterceptingFS()
+    if sys.argv[3] == "link":
+        fs.before("link", die, when=lambda call: ".torn-" in call["dst"])
+    if sys.argv[3] == "truncate":
+        fs.after("ftruncate", fsync_and_die)
+    session = open_session(sys.argv[1], fs=fs)
     session.journal.release(sys.argv[2])  # its append meets the torn tail
     """
 )
@@ -821,12 +825,17 @@ REOPEN = textwrap.dedent(
 
 
 def python(script: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run `script` in a fresh interpreter (a fresh process, a cold start)."""
+    """Run `script` in a fresh interpreter (a fresh process, a cold start).
+
+    `support` is importable there, as it is here.
+    """
+    path = [TESTS_DIR, *filter(None, [os.environ.get("PYTHONPATH")])]
     return subprocess.run(
         [sys.executable, "-c", script, *args],
         capture_output=True,
         text=True,
         check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
         timeout=120,
     )
 

@@ -29,6 +29,7 @@ from spillvault.domain.values import ArtifactRetentionClaim
 
 from support.crash_world import CrashWorld
 from support.crashfs import CrashFS
+from support.locks import BlockingWitness
 from support.planted import UncheckedFenceOwner, planted_fs
 from support.tiers import HANG_GUARD_SECONDS
 
@@ -111,6 +112,7 @@ def fuzz(plant: Plant) -> tuple[BaseException | None, float]:
     return None, time.perf_counter() - began
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("plant", PLANTS, ids=[p.safeguard for p in PLANTS])
 def test_the_crash_fuzzer_catches_the_planted_bug(plant: Plant) -> None:
     failure, seconds = fuzz(plant)
@@ -189,25 +191,6 @@ class Race:
 
     order: list[str]
     violation: str | None
-
-
-class BlockingWitness:
-    """The session lock's mutex, telling when another thread has to wait for it."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.blocked = threading.Event()
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        if self.inner.acquire(blocking=False):
-            return True
-        if not blocking:
-            return False
-        self.blocked.set()
-        return bool(self.inner.acquire(True, timeout))
-
-    def release(self) -> None:
-        self.inner.release()
 
 
 def prepare_racing_gc(safeguards: Safeguards) -> Race:

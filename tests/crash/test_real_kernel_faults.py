@@ -44,6 +44,7 @@ from spillvault.adapters.session import Session, open_session
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.enums import ArtifactCleanupStatus, ArtifactState
 from spillvault.domain.errors import ArtifactLeaseJournalError
+from spillvault.domain.machines import LEASE_MACHINE
 from spillvault.domain.values import (
     ArtifactCleanupPolicy,
     ArtifactReference,
@@ -240,12 +241,17 @@ def check_reopened(
             data = (results / name).read_bytes()
             assert hashlib.sha256(data).hexdigest() == records[name].content_sha256
         recovered = session.journal.recover()
-        for state in recovered.states:
+        live_states = [
+            state
+            for state in recovered.states
+            if state.current_phase in LEASE_MACHINE.live_states
+        ]
+        for state in live_states:
             claim = state.transaction.claim
             name = parse_artifact_source_id(claim.source_id).filename
             data = (results / name).read_bytes()
             assert hashlib.sha256(data).hexdigest() == claim.content_sha256
-        live = {s.transaction.transaction_id for s in recovered.states}
+        live = {s.transaction.transaction_id for s in live_states}
         if owner_path is not None:
             for tx, row in owner_rows(str(owner_path)).items():
                 assert row != "published" or tx in live, (tx, row)
@@ -581,7 +587,7 @@ def test_a_read_only_remount_refuses_spill_prepare_and_gc_then_recovers(
             )
             assert report.error is not None, report
             assert os.strerror(errno.EROFS) in report.error
-            assert report.decisions == ()
+            assert report.decisions == plan.decisions  # the run reached none
             assert (
                 session_dir / "tool-results" / plan.candidates()[0].filename
             ).exists()
@@ -679,13 +685,16 @@ UNPRIVILEGED_STEPS = textwrap.dedent(
             report = ext.apply_cleanup_from_journal(plan, journal, now=now)
             return {
                 "planned": [d.filename for d in plan.candidates()],
-                "outcomes": {d.filename: d.status.value for d in report.decisions},
+                "outcomes": {
+                    d.filename: [d.status.value, d.reason.value]
+                    for d in report.decisions
+                },
                 "error": report.error,
                 "untouched": list(report.untouched),
             }
 
         actions = {
-            "spill": lambda: ext.externalize("x\\n" * 40000, "bash").artifact.path,
+            "spill": lambda: ext.externalize("x\\n" * 40000, "bash").artifact.handle,
             "gate": lambda: ext.process("x\\n" * 40000, "bash").reason,
             "stream": lambda: ext.open_stream("bash").handle,
             "publish": lambda: session.journal.publish_reference(
@@ -763,9 +772,10 @@ def test_eacces_refuses_spill_and_gc_cleanly_then_recovers(
     assert "ok" in steps["open"], steps
     assert "ok" in steps["close"], steps
     collected = steps["gc"]["ok"]
-    assert orphan in collected["planned"], collected
-    assert orphan in collected["untouched"], collected
-    assert collected["outcomes"] == {}, collected
+    assert collected["planned"][0] == orphan, collected  # the oldest goes first
+    # The refusal stops the run: the rest stay planned, untouched.
+    assert collected["untouched"] == collected["planned"][1:], collected
+    assert collected["outcomes"][orphan] == ["denied", "artifact_delete_denied"]
     assert os.strerror(errno.EACCES) in collected["error"], collected
     assert (session_dir / "tool-results" / orphan).exists()
     if unwritable == "tool-results":

@@ -1,11 +1,14 @@
-"""The local artifact store: storing, publishing, streaming, handles (S2, A1-A4)."""
+"""The local artifact store: storing, publishing, streaming, handles (S2, A1-A4).
+
+The shipped artifact-store suite (`spillvault.testing.artifact_stores`) runs
+here as `TestLocalArtifactStore`; the tests after it are what only a local
+filesystem shows: permissions, symlinks, flocks, the seam's faults, full disks.
+"""
 
 from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
-import json
 import os
 import stat
 import subprocess
@@ -20,11 +23,12 @@ from spillvault.adapters.session import open_session
 from spillvault.adapters.storage.artifact_store import TMP_PREFIX, LocalArtifactStore
 from spillvault.adapters.storage.content_writer import OVERLAP_MIN, ContentHasher
 from spillvault.adapters.storage.fs import OsFileSystem
-from spillvault.domain.artifact import Artifact
 from spillvault.domain.constants import CHUNK_SIZE
-from spillvault.domain.errors import ArtifactAccessError, ArtifactLeaseJournalError
+from spillvault.domain.errors import ArtifactAccessError
+from spillvault.testing import artifact_stores as artifact_store_conformance
+from spillvault.testing.artifact_stores import PAYLOADS, pieces
+from spillvault.testing.artifact_stores import expected_content as expected
 
-from support.dates import fixed
 from support.fakes import FakeClock
 from support.faults import require_root
 from support.tiers import HANG_GUARD_SECONDS
@@ -82,24 +86,6 @@ class FaultyFS(OsFileSystem):
         OsFileSystem.link(*args, **kwargs)
 
 
-def expected(data: bytes) -> dict[str, Any]:
-    """The facts S2.3/S2.5 demand, computed independently of the store."""
-    chunks = [data[i : i + MiB] for i in range(0, len(data), MiB)]
-    lines = 0 if not data else data.count(b"\n") + (not data.endswith(b"\n"))
-    return {
-        "content_sha256": hashlib.sha256(data).hexdigest(),
-        "size_bytes": len(data),
-        "line_count": lines,
-        "chunk_sha256": [hashlib.sha256(c).hexdigest() for c in chunks],
-        "chunk_newlines": [c.count(b"\n") for c in chunks],
-    }
-
-
-def pieces(data: bytes, size: int) -> Iterator[bytes]:
-    for i in range(0, len(data), size):
-        yield data[i : i + size]
-
-
 def results(session_dir: Path) -> list[str]:
     return sorted(os.listdir(session_dir / "tool-results"))
 
@@ -135,45 +121,39 @@ def store(session: Session) -> Iterator[LocalArtifactStore]:
         yield opened
 
 
-# round trip ------------------------------------------------------------------
-
-PAYLOADS = {
-    "empty": b"",
-    "no_trailing_newline": b"first\nsecond",
-    "trailing_newline": b"first\nsecond\n",
-    "non_utf8": b"\xff\xfe\x80 caf\xe9\r\n\x00\xc3(\n\xe2\x80\xa8tail",
-    "exactly_1_mib": (b"0123456789abcde\n" * (MiB // 16)),
-    "1_mib_plus_1": (b"0123456789abcde\n" * (MiB // 16)) + b"!",
-    "newline_on_boundary": b"x" * (MiB - 1) + b"\n" + b"y" * 5,
-}
+# the shipped artifact-store suite ----------------------------------------------
 
 
-@pytest.mark.parametrize("piece_size", [7, 65536 + 3, 4 * MiB])
-@pytest.mark.parametrize("name", sorted(PAYLOADS))
-def test_bytes_round_trip_exactly(
-    store: LocalArtifactStore, session_dir: Path, name: str, piece_size: int
-) -> None:
-    data = PAYLOADS[name]
-    if piece_size == 7 and len(data) > 4096:
-        piece_size = 4093  # same odd boundaries, fewer calls
-    artifact = store.store(
-        pieces(data, piece_size), source_tool="bash", tool_use_id="tu-1"
-    )
-    assert artifact.filename == "tool_result_001.txt"
-    assert artifact.state == "sealed"
-    assert artifact.content == expected(data)
-    assert artifact.tool_use_id == "tu-1"
-    assert artifact.source_tool == "bash"
-    assert (session_dir / "tool-results" / artifact.filename).read_bytes() == data
-    fd = store.open_for_read(store.handle_for(artifact.filename))
-    try:
-        assert read_fd(fd) == data
-    finally:
-        os.close(fd)
-    assert results(session_dir) == ["tool_result_001.txt"]  # no tmp left
-    recorded = store.session.store.get_artifact(artifact.filename)
-    assert recorded is not None
-    assert recorded.content == expected(data)
+class TestLocalArtifactStore(artifact_store_conformance.ArtifactStoreTestCase):
+    def create_clock(self) -> FakeClock:
+        return FakeClock()
+
+    def create_store(self, session: Session) -> LocalArtifactStore:
+        return LocalArtifactStore(session)
+
+    def stored_names(self, session: Session) -> list[str]:
+        return sorted(os.listdir(os.path.join(session.path, "tool-results")))
+
+    def delete_content(self, session: Session, filename: str) -> None:
+        os.unlink(os.path.join(session.path, "tool-results", filename))
+
+    def hostile_handles(self, handle: str, filename: str) -> list[str]:
+        base = os.path.dirname(handle)
+        outside_link = os.path.join(self.workdir, "link.txt")
+        os.symlink(handle, outside_link)
+        return [
+            *super().hostile_handles(handle, filename),
+            f"{base}/../tool-results/{filename}",
+            f"{base}//{filename}",
+            f"{os.path.dirname(base)}/session.json",
+            f"{base}/.tmp-abc",
+            f"../{self.session_name}/tool-results/{filename}",
+            f"tool-results/{filename}",
+            outside_link,
+        ]
+
+
+# the content hasher ------------------------------------------------------------
 
 
 def test_hasher_agrees_whatever_the_piece_boundaries() -> None:
@@ -187,134 +167,7 @@ def test_hasher_agrees_whatever_the_piece_boundaries() -> None:
         assert first == "\ufffd\ufffd\ufffd caf\ufffd", size
 
 
-def test_event_records_flags_source_id_and_a_bounded_summary(
-    store: LocalArtifactStore, session: Session
-) -> None:
-    data = b"\n   \n\x00\t\n" + b"Traceback: " + b"z" * 5000 + b"\nmore\n"
-    artifact = store.store([data], source_tool="pytest", is_error=True)
-    assert artifact.is_error is True
-    assert artifact.summary.startswith("Traceback: zzz")
-    assert len(artifact.summary) <= 240
-    assert artifact.summary.endswith(f"(5 lines, {len(data)} bytes)")
-    digest = hashlib.sha256(data).hexdigest()
-    assert artifact.source_id(session.session_id) == (
-        f"artifact:session-a:tool_result_001.txt:{digest[:12]}"
-    )
-    assert artifact.created_at == fixed(2026).isoformat()  # FakeClock's start
-
-
-def test_first_line_after_a_huge_blank_prefix_still_summarises(
-    store: LocalArtifactStore,
-) -> None:
-    data = b" " * (3 * MiB) + b"real start\n"
-    artifact = store.store(pieces(data, 1000), source_tool="bash")
-    assert artifact.summary.startswith("real start (1 lines")
-
-
-def test_caller_summary_is_used_and_validated_before_any_file(
-    store: LocalArtifactStore, session: Session, session_dir: Path
-) -> None:
-    consumed: list[bytes] = []
-
-    def chunks() -> Iterator[bytes]:
-        consumed.append(b"x")
-        yield b"x"
-
-    for bad in ("", "   ", "s" * 241):
-        with pytest.raises(ValueError, match="summary"):
-            store.store(chunks(), source_tool="bash", summary=bad)
-    assert consumed == []
-    assert results(session_dir) == []
-    assert artifact_events(session) == []
-    artifact = store.store([b"data"], source_tool="bash", summary="my summary")
-    assert artifact.summary == "my summary"
-
-
-@pytest.mark.parametrize("size", [333, OVERLAP_MIN + 1])
-def test_key_line_scanner_sees_every_chunk_in_order(
-    store: LocalArtifactStore, size: int
-) -> None:
-    scanner = RecordingScanner()
-    data = b"line\n" * 200_000
-    artifact = store.store(
-        pieces(data, size), source_tool="bash", key_line_scanner=scanner
-    )
-    assert artifact.content == expected(data)
-    assert b"".join(scanner.seen) == data
-    assert len(scanner.seen) == -(-len(data) // size)
-
-
-def test_non_bytes_chunks_are_refused_and_leave_nothing(
-    store: LocalArtifactStore, session: Session, session_dir: Path
-) -> None:
-    with pytest.raises(TypeError, match="bytes"):
-        store.store([b"ok", "text"], source_tool="bash")  # type: ignore[list-item]
-    assert results(session_dir) == []
-    assert artifact_events(session) == []
-
-
-def test_reference_for_a_stored_artifact(store: LocalArtifactStore) -> None:
-    artifact = store.store([b"hello\n"], source_tool="grep")
-    reference = store.reference_for(artifact)
-    digest = hashlib.sha256(b"hello\n").hexdigest()
-    assert reference.path == f"{store.tool_results_dir}/tool_result_001.txt"
-    assert reference.content_sha256 == digest
-    assert reference.size_bytes == 6
-    assert reference.source_tool == "grep"
-    assert reference.summary == artifact.summary
-    assert reference.source.source_id.endswith(digest[:12])
-    assert reference.source.captured_at == artifact.created_at
-    assert "grep" in reference.source.title
-    with store.open_stream("bash") as stream, pytest.raises(ValueError, match="open"):
-        store.reference_for(stream.artifact)
-
-
-def test_hint_names_the_handle_and_how_to_page(store: LocalArtifactStore) -> None:
-    handle = store.handle_for(store.store([b"x"], source_tool="bash").filename)
-    hint = store.hint(handle)
-    assert json.dumps(handle) in hint
-    assert "offset=N" in hint
-    assert len(store.longest_handle()) >= len(handle)
-    assert len(store.hint(store.longest_handle())) >= len(hint)
-    with pytest.raises(ArtifactAccessError):
-        store.hint("/etc/passwd")
-
-
 # numbering (S2.2) ------------------------------------------------------------
-
-
-def test_numbers_are_never_reused_after_a_file_is_deleted(
-    store: LocalArtifactStore, session_dir: Path
-) -> None:
-    names = [store.store([b"a"], source_tool="t").filename for _ in range(3)]
-    assert names == [f"tool_result_00{n}.txt" for n in (1, 2, 3)]
-    for name in names:
-        (session_dir / "tool-results" / name).unlink()
-    assert store.store([b"b"], source_tool="t").filename == "tool_result_004.txt"
-
-
-def test_two_stores_on_one_session_never_share_a_number(session: Session) -> None:
-    with LocalArtifactStore(session) as first, LocalArtifactStore(session) as second:
-        names: list[str] = []
-        lock = threading.Lock()
-
-        def work(store: LocalArtifactStore) -> None:
-            for _ in range(5):
-                name = store.store([b"x"], source_tool="t").filename
-                with lock:
-                    names.append(name)
-            with store.open_stream("t") as stream:
-                stream.write(b"y")
-            with lock:
-                names.append(stream.filename)
-
-        threads = [threading.Thread(target=work, args=(s,)) for s in (first, second)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    assert len(names) == 12
-    assert len(set(names)) == 12
 
 
 def test_numbers_survive_reopening_and_stay_above_names_present(
@@ -523,67 +376,18 @@ def test_files_are_0600_and_dirs_0700_whatever_the_umask(
 # hostile handles (S3.2) ------------------------------------------------------
 
 
-def test_own_handles_resolve_to_their_filename(store: LocalArtifactStore) -> None:
+def test_handles_are_absolute_paths_and_bare_names_open_too(
+    store: LocalArtifactStore,
+) -> None:
     name = store.store([b"x"], source_tool="t").filename
     handle = store.handle_for(name)
     assert handle == os.path.join(store.session.path, "tool-results", name)
     assert store.resolve(handle) == name
     fd = store.open_for_read(name)  # a bare canonical filename works too
-    os.close(fd)
-
-
-def test_hostile_handles_are_refused(
-    store: LocalArtifactStore, session_dir: Path, tmp_path: Path
-) -> None:
-    name = store.store([b"secret"], source_tool="t").filename
-    handle = store.handle_for(name)
-    base = store.tool_results_dir
-    with (
-        open_session(tmp_path / "session-b", event_store="memory") as other,
-        LocalArtifactStore(other) as other_store,
-    ):
-        other_handle = other_store.handle_for(
-            other_store.store([b"b"], source_tool="t").filename
-        )
-    outside_link = tmp_path / "link.txt"
-    outside_link.symlink_to(session_dir / "tool-results" / name)
-    hostile = [
-        f"{base}/../tool-results/{name}",
-        f"{base}/./{name}",
-        f"{base}//{name}",
-        f"{base}/{name}/",
-        f"{os.path.dirname(base)}/session.json",
-        f"{base}/.tmp-abc",
-        "/etc/passwd",
-        f"../session-a/tool-results/{name}",
-        f"tool-results/{name}",
-        handle + "\x00",
-        handle.replace("tool_result", "tool_result\x00"),
-        other_handle,
-        str(outside_link),
-        f"{base}/tool_result_1.txt",
-        f"{base}/tool_result_0001.txt",
-        f"{base}/tool_result_000.txt",
-        f"{base}/TOOL_RESULT_001.txt",
-        f"{base}/tool_result_001.txt.bak",
-        f"{base}/tool_result_001.txt ",
-        "",
-    ]
-    for bad in hostile:
-        with pytest.raises(ArtifactAccessError):
-            store.resolve(bad)
-        with pytest.raises(ArtifactAccessError):
-            store.open_for_read(bad)
-        with pytest.raises(ArtifactAccessError):
-            store.hint(bad)
-    for bare in ("tool_result_1.txt", ".tmp-x", "session.json", "..", "x\x00"):
-        with pytest.raises(ArtifactAccessError):
-            store.open_for_read(bare)
-    for not_a_string in (b"tool_result_001.txt", None, 1):
-        with pytest.raises(ArtifactAccessError):
-            store.resolve(not_a_string)  # type: ignore[arg-type]
-        with pytest.raises(ArtifactAccessError):
-            store.open_for_read(not_a_string)  # type: ignore[arg-type]
+    try:
+        assert read_fd(fd) == b"x"
+    finally:
+        os.close(fd)
 
 
 def test_symlinks_fifos_and_loose_files_at_artifact_names_are_refused(
@@ -650,40 +454,6 @@ def test_a_failing_seam_leaves_no_file_and_no_event(
     assert results(session_dir) == [artifact.filename]
 
 
-def test_an_event_store_failure_unlinks_the_published_name(
-    session: Session, store: LocalArtifactStore, session_dir: Path, monkeypatch: Any
-) -> None:
-    real = session.store.save_aggregates
-
-    def failing(*aggregates: Any) -> None:
-        if any(isinstance(a, Artifact) for a in aggregates):
-            msg = "event store failure: disk I/O error"
-            raise ArtifactLeaseJournalError(msg)
-        real(*aggregates)
-
-    monkeypatch.setattr(session.store, "save_aggregates", failing)
-    with pytest.raises(ArtifactLeaseJournalError):
-        store.store([b"data"], source_tool="t")
-    with pytest.raises(ArtifactLeaseJournalError):
-        store.open_stream("t")
-    assert results(session_dir) == []
-    assert artifact_events(session) == []
-
-
-def test_a_failing_producer_leaves_nothing(
-    store: LocalArtifactStore, session: Session, session_dir: Path
-) -> None:
-    def producer() -> Iterator[bytes]:
-        yield b"a" * MiB
-        msg = "tool crashed"
-        raise RuntimeError(msg)
-
-    with pytest.raises(RuntimeError, match="tool crashed"):
-        store.store(producer(), source_tool="t")
-    assert results(session_dir) == []
-    assert artifact_events(session) == []
-
-
 def test_a_failing_stream_open_leaves_nothing(session_dir: Path) -> None:
     fs = FaultyFS()
     with (
@@ -698,61 +468,6 @@ def test_a_failing_stream_open_leaves_nothing(session_dir: Path) -> None:
 
 
 # streaming (S2.4) ------------------------------------------------------------
-
-
-def test_a_stream_is_readable_while_open_and_sealed_on_close(
-    store: LocalArtifactStore, session: Session
-) -> None:
-    stream = store.open_stream("bash", tool_use_id="tu-9")
-    assert stream.filename == "tool_result_001.txt"
-    recorded = session.store.get_artifact(stream.filename)
-    assert recorded is not None
-    assert recorded.state == "open"
-    written = b""
-    for part in (b"building...\n", b"\xff\xfe raw\n", b"x" * (MiB + 5), b"done"):
-        stream.write(part)
-        written += part
-        fd = store.open_for_read(stream.handle)
-        try:
-            assert os.fstat(fd).st_size == len(written)
-            assert read_fd(fd) == written
-        finally:
-            os.close(fd)
-        assert stream.size == len(written)
-    artifact = stream.close()
-    assert artifact.state == "sealed"
-    assert artifact.content == expected(written)
-    assert artifact.summary.startswith("building... (3 lines")
-    assert artifact.tool_use_id == "tu-9"
-    assert stream.close() is artifact  # idempotent
-    with pytest.raises(ValueError, match="sealed"):
-        stream.write(b"more")
-    recorded = session.store.get_artifact(stream.filename)
-    assert recorded is not None
-    assert recorded.state == "sealed"
-    assert recorded.content == expected(written)
-
-
-def test_fail_and_an_exception_in_the_block_seal_partial(
-    store: LocalArtifactStore,
-) -> None:
-    stream = store.open_stream("t")
-    stream.write(b"half")
-    assert stream.fail().state == "partial"
-    assert stream.artifact.content == expected(b"half")
-    streams = []
-
-    def block_that_raises() -> None:
-        with store.open_stream("t") as second:
-            streams.append(second)
-            second.write(b"some\nbytes")
-            raise KeyError("boom")
-
-    with pytest.raises(KeyError):
-        block_that_raises()
-    [second] = streams
-    assert second.artifact.state == "partial"
-    assert second.artifact.content == expected(b"some\nbytes")
 
 
 class RecordingScanner:

@@ -21,24 +21,24 @@ from spillvault.adapters.storage.fs import (
 )
 from spillvault.domain.errors import ArtifactAccessError
 
+from support.intercept import InterceptingFS
 from support.tiers import HANG_GUARD_SECONDS
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
+    from support.intercept import Call
 
-class ShortWrites(OsFileSystem):
-    """Writes at most three bytes per call, as a pipe or a full disk may."""
 
-    def __init__(self, zero_after: int | None = None) -> None:
-        self.calls = 0
-        self.zero_after = zero_after
+def three_bytes(call: Call, write: Callable[..., int]) -> int:
+    """Write at most three bytes, as a pipe or a full disk may."""
+    return write(call["fd"], call["data"][:3])
 
-    def write(self, fd: int, data: bytes) -> int:  # type: ignore[override]
-        self.calls += 1
-        if self.zero_after is not None and self.calls > self.zero_after:
-            return 0
-        return os.write(fd, data[:3])
+
+def nothing(call: Call, write: Callable[..., int]) -> int:
+    """Write no byte at all."""
+    return 0
 
 
 @pytest.fixture
@@ -55,16 +55,19 @@ def test_production_seam_is_the_os_itself() -> None:
 
 
 def test_write_all_loops_on_short_writes(tmp_path: Path, dir_fd: int) -> None:
-    fs = ShortWrites()
+    fs = InterceptingFS()
+    short = fs.around("write", three_bytes)
     fd = create_private_file(fs, "f", dir_fd=dir_fd)
     write_all(fs, fd, b"0123456789")
     os.close(fd)
     assert (tmp_path / "f").read_bytes() == b"0123456789"
-    assert fs.calls == 4
+    assert short.hits == 4
 
 
 def test_write_all_raises_when_no_progress_is_made(dir_fd: int) -> None:
-    fs = ShortWrites(zero_after=1)
+    fs = InterceptingFS()
+    fs.around("write", nothing, nth=2)
+    fs.around("write", three_bytes)
     fd = create_private_file(fs, "f", dir_fd=dir_fd)
     with pytest.raises(OSError, match="no progress") as caught:
         write_all(fs, fd, b"0123456789")

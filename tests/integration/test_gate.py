@@ -26,7 +26,8 @@ from spillvault.domain.errors import SpillPolicyError
 from spillvault.domain.policy import SpillPolicy
 
 from support.child import json_from_child
-from support.faults import FailingFS, mounted_tmpfs
+from support.faults import FullDisk, mounted_tmpfs
+from support.intercept import InterceptingFS
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -78,7 +79,7 @@ def assert_spilled(
     replacement = outcome.content
     assert isinstance(replacement, str)
     assert replacement.startswith(HEADER_START)
-    assert outcome.artifact.path in replacement
+    assert outcome.artifact.handle in replacement
     limit = ext.policy.limit_for(tool)
     assert ext.policy.measure(replacement, limit.unit) <= limit.budget
     assert ext.policy.measure(replacement, limit.unit) < ext.policy.measure(
@@ -455,20 +456,20 @@ def test_a_lone_surrogate_fails_to_store_and_keeps_the_original(
 def test_a_full_disk_through_the_seam_fails_to_store_and_leaves_nothing(
     session_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    fs = FailingFS()
+    fs = InterceptingFS()
     with open_session(session_dir, fs=fs) as session:  # the default SQLite store
         gate = ToolResultExternalizer(session_dir, session=session)
         text = "build output\n" * 10_000
         for allowed in (0, 70_000):  # at once, and after a short write mid-file
-            fs.fail_writes_after(allowed)
-            caplog.clear()
-            with caplog.at_level(logging.WARNING):
-                outcome = gate.process(text, "bash", tool_use_id="toolu_f")
-            assert fs.failures > 0
-            assert_untouched(gate, outcome, text, "store_failed")
-            [record] = warnings_of(caplog)
-            assert "No space left on device" in record.getMessage()
-        fs.disarm()
+            disk = FullDisk(allowed)
+            with fs.around("write", disk):
+                caplog.clear()
+                with caplog.at_level(logging.WARNING):
+                    outcome = gate.process(text, "bash", tool_use_id="toolu_f")
+                assert disk.failures > 0
+                assert_untouched(gate, outcome, text, "store_failed")
+                [record] = warnings_of(caplog)
+                assert "No space left on device" in record.getMessage()
         outcome = gate.process(text, "bash")
         assert_spilled(gate, outcome, text, "bash")
         assert results(gate) == [filename_of(outcome.artifact)]  # type: ignore[arg-type]
@@ -638,7 +639,7 @@ def test_a_large_stream_spills_with_the_digest_of_its_raw_bytes(
     assert outcome.reason == "spilled"
     reference = outcome.artifact
     assert reference is not None
-    assert reference.path == stream.handle
+    assert reference.handle == stream.handle
     assert reference.content_sha256 == hashlib.sha256(data).hexdigest()
     assert stored_bytes(ext, reference) == data  # verbatim, invalid bytes included
     recorded = ext.session.store.get_artifact(filename_of(reference))
@@ -728,18 +729,17 @@ def test_a_stream_decides_like_process_when_the_preview_budget_is_small(
 def test_a_stream_that_fails_mid_write_keeps_a_partial_artifact(
     session_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    fs = FailingFS()
+    fs = InterceptingFS()
     with open_session(session_dir, fs=fs, event_store="memory") as session:
         gate = ToolResultExternalizer(session_dir, session=session)
         stream = gate.open_stream("bash", tool_use_id="toolu_p")
         first = b"".join(b"row %06d\n" % i for i in range(10_000))  # 110,000 bytes
         stream.write(first)
-        fs.fail_writes_after(1_000)  # a short write lands, then ENOSPC
-        stream.write(b"z" * 50_000)
-        stream.write(b"dropped after the failure\n")
-        with caplog.at_level(logging.WARNING):
-            outcome = stream.close()
-        fs.disarm()
+        with fs.around("write", FullDisk(1_000)):  # a short write lands, then ENOSPC
+            stream.write(b"z" * 50_000)
+            stream.write(b"dropped after the failure\n")
+            with caplog.at_level(logging.WARNING):
+                outcome = stream.close()
         assert outcome.reason == "store_failed"
         assert len(warnings_of(caplog)) == 1
         reference = outcome.artifact
@@ -762,14 +762,13 @@ def test_a_small_stream_that_fails_still_returns_store_failed(
     # BUG (reported): close() raises ValueError ("header and notice need ...
     # more than the 9 chars available") when the partial bytes are smaller than
     # a preview; S2.4 says it returns reason store_failed with the partial.
-    fs = FailingFS()
+    fs = InterceptingFS()
     with open_session(session_dir, fs=fs, event_store="memory") as session:
         gate = ToolResultExternalizer(session_dir, session=session)
         stream = gate.open_stream("bash")
         stream.write(b"first\n")
-        fs.fail_writes_after(3)
-        stream.write(b"second\n")
-        fs.disarm()
+        with fs.around("write", FullDisk(3)):
+            stream.write(b"second\n")
         outcome = stream.close()
         assert outcome.reason == "store_failed"
         assert outcome.content == "first\nsec"
@@ -790,7 +789,7 @@ def test_externalize_stores_even_under_the_limit(ext: ToolResultExternalizer) ->
     assert results(ext) == ["tool_result_001.txt"]
     assert stored_bytes(ext, result.artifact) == text.encode()
     assert result.context_text.startswith(HEADER_START)
-    assert result.artifact.path in result.context_text
+    assert result.artifact.handle in result.context_text
     assert len(result.context_text) <= len(text)
     assert ext.make_pointer(text, result.artifact) == result.context_text
 
@@ -801,7 +800,7 @@ def test_externalize_stores_a_tiny_output_too(ext: ToolResultExternalizer) -> No
     # 5 chars available"): the caller sees a failure and an orphan remains.
     result = ext.externalize("hello", "bash")
     assert stored_bytes(ext, result.artifact) == b"hello"
-    assert result.artifact.path in result.context_text
+    assert result.artifact.handle in result.context_text
 
 
 @pytest.mark.parametrize("summary", ["", "   ", "\n\t", "s" * 241])
@@ -823,10 +822,10 @@ def test_externalize_uses_a_valid_caller_summary(ext: ToolResultExternalizer) ->
 
 
 def test_externalize_raises_when_storing_fails(session_dir: Path) -> None:
-    fs = FailingFS()
+    fs = InterceptingFS()
     with open_session(session_dir, fs=fs, event_store="memory") as session:
         gate = ToolResultExternalizer(session_dir, session=session)
-        fs.fail_writes_after(0)
+        fs.around("write", FullDisk(0))
         with pytest.raises(OSError) as caught:
             gate.externalize("x" * 50_000, "bash")
         assert caught.value.errno == errno.ENOSPC

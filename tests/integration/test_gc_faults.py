@@ -1,8 +1,8 @@
 """GC (S6) paths the main suite does not reach: races and I/O errors mid-run.
 
-Each case runs the real collector on a real session through `HookFS`, the
-real seam with a hook called before and after every call, which plays the
-part of another process (or a failing disk) at one exact moment.
+Each case runs the real collector on a real session through an
+`InterceptingFS`, the real seam with a hook before or after one call, which
+plays the part of another process (or a failing disk) at one exact moment.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -21,46 +20,20 @@ from spillvault.adapters.services.gc import (
     plan_cleanup_from_journal,
 )
 from spillvault.adapters.session import Session, open_session
-from spillvault.adapters.storage.fs import OsFileSystem
 from spillvault.domain.enums import ArtifactCleanupStatus
 from spillvault.domain.values import ArtifactCleanupPolicy
 
 from support.fakes import FakeClock
+from support.intercept import InterceptingFS, named
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Iterator
     from pathlib import Path
+
+    from support.intercept import Call
 
 Status = ArtifactCleanupStatus
 OLD = timedelta(days=2)
-OPS = (
-    "open", "close", "read", "pread", "write", "fsync", "ftruncate", "fstat",
-    "fchmod", "lstat", "mkdir", "link", "rename", "unlink", "rmdir", "listdir",
-    "flock",
-)  # fmt: skip
-
-
-@dataclass
-class HookFS(OsFileSystem):
-    """The real seam; `before(op, args)` / `after(op, args)` run around each call."""
-
-    before: Callable[[str, tuple[Any, ...]], None] | None = None
-    after: Callable[[str, tuple[Any, ...]], None] | None = None
-
-    def __post_init__(self) -> None:
-        for op in OPS:
-            setattr(self, op, self._wrap(op, getattr(OsFileSystem, op)))
-
-    def _wrap(self, op: str, real: Any) -> Any:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if self.before is not None:
-                self.before(op, args)
-            result = real(*args, **kwargs)
-            if self.after is not None:
-                self.after(op, args)
-            return result
-
-        return call
 
 
 def deleting() -> ArtifactCleanupPolicy:
@@ -68,12 +41,12 @@ def deleting() -> ArtifactCleanupPolicy:
 
 
 @pytest.fixture
-def fs() -> HookFS:
-    return HookFS()
+def fs() -> InterceptingFS:
+    return InterceptingFS()
 
 
 @pytest.fixture
-def session(session_dir: Path, fs: HookFS) -> Iterator[Session]:
+def session(session_dir: Path, fs: InterceptingFS) -> Iterator[Session]:
     with open_session(session_dir, fs=fs, clock=FakeClock(datetime.now(UTC))) as s:
         yield s
 
@@ -96,17 +69,6 @@ def intents_of(session_dir: Path) -> list[str]:
     return sorted(os.listdir(session_dir / ".quarantine"))
 
 
-def once(action: Callable[[], None]) -> Callable[[], None]:
-    done: list[bool] = []
-
-    def run() -> None:
-        if not done:
-            done.append(True)
-            action()
-
-    return run
-
-
 def fds_on(path: Path) -> list[int]:
     """This process's descriptors open on `path`."""
     found = []
@@ -121,24 +83,22 @@ def fds_on(path: Path) -> list[int]:
 
 
 def test_an_artifact_that_vanishes_while_scanned_is_reported_missing(
-    session: Session, session_dir: Path, fs: HookFS
+    session: Session, session_dir: Path, fs: InterceptingFS
 ) -> None:
     gone, kept = stored(session, "gone"), stored(session, "kept")
     path = results_of(session_dir) / gone
-    unlink = once(path.unlink)
 
-    def before(op: str, args: tuple[Any, ...]) -> None:
-        if op == "lstat" and args[0] == gone:
-            unlink()  # removed between the listing and the lstat
+    def unlink(call: Call) -> None:
+        path.unlink()  # removed between the listing and the lstat
 
-    fs.before = before
-    plan = plan_cleanup_from_journal(
-        session, policy=deleting(), now=session.clock.now() + OLD
-    )
-    fs.before = None
+    with fs.before("lstat", unlink, when=named(gone), times=1):
+        plan = plan_cleanup_from_journal(
+            session, policy=deleting(), now=session.clock.now() + OLD
+        )
     decisions = {d.filename: d for d in plan.decisions}
     assert decisions[gone].status is Status.MISSING
-    assert decisions[gone].reason == "vanished while scanned"
+    assert decisions[gone].reason == "unreferenced_artifact_missing"
+    assert "vanished while scanned" in decisions[gone].detail
     assert decisions[gone].snapshot is None
     assert decisions[kept].status is Status.PLANNED_DELETE
     assert [d.filename for d in plan.candidates()] == [kept]
@@ -153,29 +113,26 @@ def _orphan_file(session_dir: Path, name: str) -> Path:
 
 
 def test_an_orphan_swapped_for_a_symlink_before_adoption_is_not_adopted(
-    session: Session, session_dir: Path, fs: HookFS, tmp_path: Path
+    session: Session, session_dir: Path, fs: InterceptingFS, tmp_path: Path
 ) -> None:
     path = _orphan_file(session_dir, "tool_result_042.txt")
     outside = tmp_path / "outside.txt"
     outside.write_bytes(b"outside\n")
-    opens: list[str] = []
 
-    def before(op: str, args: tuple[Any, ...]) -> None:
-        if op == "open" and args[0] == path.name:
-            opens.append(path.name)
-            if len(opens) == 2:  # hashed once; swapped before the adoption opens it
-                path.unlink()
-                path.symlink_to(outside)
+    def swap(call: Call) -> None:
+        path.unlink()
+        path.symlink_to(outside)
 
-    fs.before = before
-    plan = plan_cleanup_from_journal(
-        session, policy=deleting(), now=session.clock.now() + OLD
-    )
-    fs.before = None
-    assert len(opens) == 2
+    # hashed once; swapped before the adoption opens it
+    with fs.before("open", swap, when=named(path.name), nth=2, times=1) as opens:
+        plan = plan_cleanup_from_journal(
+            session, policy=deleting(), now=session.clock.now() + OLD
+        )
+    assert opens.hits == 2
     decision = {d.filename: d for d in plan.decisions}[path.name]
     assert decision.status is Status.RETAINED_UNKNOWN
-    assert decision.reason == "a file for an artifact in state no"
+    assert decision.reason == "artifact_not_stored"
+    assert decision.detail == "a file for no artifact record"
     assert plan.candidates() == ()
     assert state_of(session, path.name) is None  # no adoption recorded
     assert outside.read_bytes() == b"outside\n"
@@ -183,19 +140,18 @@ def test_an_orphan_swapped_for_a_symlink_before_adoption_is_not_adopted(
 
 
 def test_an_orphan_adopted_meanwhile_by_another_planner_is_adopted_once(
-    session: Session, session_dir: Path, fs: HookFS
+    session: Session, session_dir: Path, fs: InterceptingFS
 ) -> None:
     path = _orphan_file(session_dir, "tool_result_042.txt")
     now = session.clock.now() + OLD
     inner: list[Status] = []
 
-    def before(op: str, args: tuple[Any, ...]) -> None:
-        if op == "open" and args[0] == path.name and fs.before is not None:
-            fs.before = None  # the concurrent planner runs unhooked
-            other = plan_cleanup_from_journal(session, policy=deleting(), now=now)
-            inner.extend(d.status for d in other.decisions)
+    def plan_meanwhile(call: Call) -> None:
+        hook.remove()  # the concurrent planner runs unhooked
+        other = plan_cleanup_from_journal(session, policy=deleting(), now=now)
+        inner.extend(d.status for d in other.decisions)
 
-    fs.before = before
+    hook = fs.before("open", plan_meanwhile, when=named(path.name))
     plan = plan_cleanup_from_journal(session, policy=deleting(), now=now)
     assert inner == [Status.PLANNED_DELETE]  # the other planner adopted it
     decision = {d.filename: d for d in plan.decisions}[path.name]
@@ -211,24 +167,19 @@ def test_an_orphan_adopted_meanwhile_by_another_planner_is_adopted_once(
 
 @pytest.mark.parametrize("op", ["open", "fstat"])
 def test_an_io_error_reading_an_artifact_stops_the_plan(
-    session: Session, session_dir: Path, fs: HookFS, op: str
+    session: Session, session_dir: Path, fs: InterceptingFS, op: str
 ) -> None:
     name = stored(session, "eio")
     data = (results_of(session_dir) / name).read_bytes()
-    armed: list[bool] = []
-
-    def before(called: str, args: tuple[Any, ...]) -> None:
-        if called == "open" and args[0] == name:
-            armed.append(True)
-        if called == op and armed:
-            raise OSError(errno.EIO, os.strerror(errno.EIO))
-
-    fs.before = before
-    with pytest.raises(OSError, match="Input/output error") as raised:
+    opened = fs.watch("open", when=named(name))  # from its open on, `op` fails
+    with (
+        opened,
+        fs.fail(op, errno.EIO, when=lambda call: opened.hits > 0),
+        pytest.raises(OSError, match="Input/output error") as raised,
+    ):
         plan_cleanup_from_journal(
             session, policy=deleting(), now=session.clock.now() + OLD
         )
-    fs.before = None
     assert raised.value.errno == errno.EIO
     assert fds_on(results_of(session_dir) / name) == []  # closed on the way out
     assert (results_of(session_dir) / name).read_bytes() == data
@@ -246,25 +197,20 @@ def _planned(session: Session, name: str) -> tuple[Any, datetime]:
 
 
 def test_an_io_error_after_the_recorded_deletion_reports_it_and_stops(
-    session_dir: Path, fs: HookFS
+    session_dir: Path, fs: InterceptingFS
 ) -> None:
     clock = FakeClock(datetime.now(UTC))
     with open_session(session_dir, fs=fs, clock=clock) as session:
         first, second = stored(session, "first"), stored(session, "second")
         plan, when = _planned_two(session, first, second)
-
-        def before(op: str, args: tuple[Any, ...]) -> None:
-            if op == "rmdir":  # removing the emptied intent directory
-                raise OSError(errno.EIO, os.strerror(errno.EIO))
-
-        fs.before = before
-        report = apply_cleanup_from_journal(session, plan, now=when)
-        fs.before = None
+        with fs.fail("rmdir", errno.EIO):  # removing the emptied intent directory
+            report = apply_cleanup_from_journal(session, plan, now=when)
         assert report.error is not None
         assert report.error.startswith(f"{first}: ")
         # The deletion is reported as done; only the second file is untouched.
         assert [(d.filename, d.status.value) for d in report.decisions] == [
-            (first, "deleted")
+            (first, "deleted"),
+            (second, "planned_delete"),
         ]
         assert report.untouched == (second,)
         # The unlink was verified and recorded before the error: it stands.
@@ -293,23 +239,21 @@ def _quarantined_path(session_dir: Path, name: str) -> Path:
 
 
 def test_a_file_removed_from_its_intent_directory_is_recorded_deleted_on_reopen(
-    session_dir: Path, fs: HookFS
+    session_dir: Path, fs: InterceptingFS
 ) -> None:
     clock = FakeClock(datetime.now(UTC))
     with open_session(session_dir, fs=fs, clock=clock) as session:
         name = stored(session, "taken")
         plan, when = _planned(session, name)
 
-        def after(op: str, args: tuple[Any, ...]) -> None:
-            if op == "rename" and args[0] == name:
-                _quarantined_path(session_dir, name).unlink()  # by someone else
+        def take(call: Call, result: None) -> None:
+            _quarantined_path(session_dir, name).unlink()  # by someone else
 
-        fs.after = after
-        report = apply_cleanup_from_journal(session, plan, now=when)
-        fs.after = None
+        with fs.after("rename", take, when=named(name)):
+            report = apply_cleanup_from_journal(session, plan, now=when)
         (outcome,) = report.decisions
         assert outcome.status is Status.RACE_DETECTED
-        assert outcome.reason == "not the planned file: left in quarantine"
+        assert outcome.detail == "not the planned file: left in quarantine"
         assert report.error is None
         assert state_of(session, name) == "quarantined"
         assert not (results_of(session_dir) / name).exists()
@@ -321,7 +265,7 @@ def test_a_file_removed_from_its_intent_directory_is_recorded_deleted_on_reopen(
 
 
 def test_a_changed_file_whose_name_was_taken_stays_quarantined(
-    session_dir: Path, fs: HookFS
+    session_dir: Path, fs: InterceptingFS
 ) -> None:
     clock = FakeClock(datetime.now(UTC))
     with open_session(session_dir, fs=fs, clock=clock) as session:
@@ -329,20 +273,18 @@ def test_a_changed_file_whose_name_was_taken_stays_quarantined(
         plan, when = _planned(session, name)
         newcomer = results_of(session_dir) / name
 
-        def after(op: str, args: tuple[Any, ...]) -> None:
-            if op == "rename" and args[0] == name:
-                moved = _quarantined_path(session_dir, name)
-                with moved.open("ab") as file:  # changed after planning
-                    file.write(b"one more line\n")
-                newcomer.write_bytes(b"a new file took the name\n")
-                newcomer.chmod(0o600)
+        def change_and_take(call: Call, result: None) -> None:
+            moved = _quarantined_path(session_dir, name)
+            with moved.open("ab") as file:  # changed after planning
+                file.write(b"one more line\n")
+            newcomer.write_bytes(b"a new file took the name\n")
+            newcomer.chmod(0o600)
 
-        fs.after = after
-        report = apply_cleanup_from_journal(session, plan, now=when)
-        fs.after = None
+        with fs.after("rename", change_and_take, when=named(name)):
+            report = apply_cleanup_from_journal(session, plan, now=when)
         (outcome,) = report.decisions
         assert outcome.status is Status.RACE_DETECTED
-        assert outcome.reason == "not the planned file: left in quarantine"
+        assert outcome.detail == "not the planned file: left in quarantine"
         moved = _quarantined_path(session_dir, name)
         assert moved.read_bytes().endswith(b"one more line\n")
         assert newcomer.read_bytes() == b"a new file took the name\n"
@@ -359,29 +301,27 @@ def test_a_changed_file_whose_name_was_taken_stays_quarantined(
 
 
 def test_an_io_error_after_a_recorded_put_back_reports_it_and_stops(
-    session_dir: Path, fs: HookFS
+    session_dir: Path, fs: InterceptingFS
 ) -> None:
     clock = FakeClock(datetime.now(UTC))
     with open_session(session_dir, fs=fs, clock=clock) as session:
         first, second = stored(session, "first"), stored(session, "second")
         plan, when = _planned_two(session, first, second)
 
-        def after(op: str, args: tuple[Any, ...]) -> None:
-            if op == "rename" and args[0] == first:
-                with _quarantined_path(session_dir, first).open("ab") as file:
-                    file.write(b"changed after planning\n")
+        def change(call: Call, result: None) -> None:
+            with _quarantined_path(session_dir, first).open("ab") as file:
+                file.write(b"changed after planning\n")
 
-        def before(op: str, args: tuple[Any, ...]) -> None:
-            if op == "rmdir":  # removing the emptied intent directory
-                raise OSError(errno.EIO, os.strerror(errno.EIO))
-
-        fs.after, fs.before = after, before
-        report = apply_cleanup_from_journal(session, plan, now=when)
-        fs.after = fs.before = None
+        with (
+            fs.after("rename", change, when=named(first)),
+            fs.fail("rmdir", errno.EIO),  # removing the emptied intent directory
+        ):
+            report = apply_cleanup_from_journal(session, plan, now=when)
         assert report.error is not None
         assert report.error.startswith(f"{first}: ")
-        assert [(d.filename, d.reason) for d in report.decisions] == [
-            (first, "not the planned file: put back")
+        assert [(d.filename, d.detail) for d in report.decisions] == [
+            (first, "not the planned file: put back"),
+            (second, plan.decisions[1].detail),  # not reached: still planned
         ]
         assert report.untouched == (second,)
         assert state_of(session, first) == "sealed"

@@ -35,6 +35,7 @@ from support.gc_world import (
     OLD,
     TTL,
     Status,
+    applied,
     apply_gc,
     assert_path_free,
     assert_readable,
@@ -156,6 +157,30 @@ def test_every_status_of_the_s61_table_with_reasons_counts_and_references(
     }
     for decision in plan.decisions:
         assert_readable(decision, tmp_path)
+    reasons = {
+        status: {by_name(plan)[n].reason for n, s in expected.items() if s is status}
+        for status in set(expected.values())
+    }
+    assert reasons == {
+        Status.DENIED: {
+            "symbolic_link_not_owned",  # a-symlink, tool_result_901.txt
+            "artifact_not_a_regular_file",
+        },
+        Status.RETAINED_UNKNOWN: {"cleanup_plan_filename_not_owned"},
+        Status.RETAINED_OPEN: {"artifact_still_being_written"},
+        Status.RETAINED_CORRUPT: {
+            "retention_claim_digest_mismatch",  # changed-live, changed-expired
+            "artifact_differs_from_record",  # changed: no claim, only its record
+        },
+        Status.RETAINED_REFERENCED: {"active_memory_retention_claim"},
+        Status.RETAINED_RECENT: {"unreferenced_artifact_within_orphan_ttl"},
+        Status.RETAINED_LIMIT: {"cleanup_deletion_limit_reached"},
+        Status.PLANNED_DELETE: {"expired_unreferenced_artifact"},
+        Status.MISSING_REFERENCED: {"active_retention_claim_has_no_artifact"},
+        Status.MISSING: {"unreferenced_artifact_missing"},
+    }
+    assert by_name(plan)["a-symlink"].reason == "symbolic_link_not_owned"
+    assert by_name(plan)[name_of(changed)].reason == "artifact_differs_from_record"
     counts = dict.fromkeys(expected, 0)
     counts |= {
         name_of(referenced): 2 + 3 + 4,
@@ -173,7 +198,11 @@ def test_every_status_of_the_s61_table_with_reasons_counts_and_references(
 
     before = entries(results)
     report = apply_gc(session, plan, when)
-    assert statuses(report) == {name_of(older_old): Status.DELETED}
+    assert applied(report, plan) == {name_of(older_old): Status.DELETED}
+    assert statuses(report) == expected | {name_of(older_old): Status.DELETED}
+    counted = {s: n for s, n in plan.counts.items() if s != "planned_delete"}
+    assert report.counts == counted | {"deleted": 1}  # over every decision
+    assert report.to_dict()["planned_at"] == plan.to_dict()["planned_at"]
     assert report.error is None
     assert report.untouched == ()
     after = entries(results)
@@ -206,7 +235,7 @@ def test_each_apply_outcome_with_its_reason_and_reference_count(
 
     report = apply_gc(session, plan, when)
 
-    assert statuses(report) == {
+    assert applied(report, plan) == {
         name_of(doomed): Status.DELETED,
         name_of(vanishing): Status.ALREADY_MISSING,
         name_of(swapped): Status.RACE_DETECTED,
@@ -221,6 +250,12 @@ def test_each_apply_outcome_with_its_reason_and_reference_count(
     for decision in report.decisions:
         assert_readable(decision, tmp_path)
     assert by_name(report)[name_of(late)].reference_count == 3
+    assert {n: d.reason for n, d in by_name(report).items()} == {
+        name_of(doomed): "expired_unreferenced_artifact_deleted",
+        name_of(vanishing): "artifact_already_missing",
+        name_of(swapped): "artifact_changed_after_cleanup_plan",
+        name_of(late): "active_claim_added_after_cleanup_plan",
+    }
     assert_path_free(report.to_dict(), session_dir, tmp_path)
     assert sorted(os.listdir(results)) == sorted([name_of(swapped), name_of(late)])
     assert (results / name_of(swapped)).read_bytes() == b"not the planned file\n"
@@ -238,6 +273,7 @@ def test_each_apply_outcome_with_its_reason_and_reference_count(
     assert statuses(again)[name_of(doomed)] is Status.RETAINED_UNKNOWN
     assert statuses(again)[name_of(vanishing)] is Status.MISSING
     assert_readable(by_name(again)[name_of(doomed)])
+    assert_readable(by_name(again)[name_of(vanishing)])
     apply_gc(session, again, when)
     assert restored.read_bytes() == b"restored from a backup\n"
 
@@ -270,7 +306,7 @@ def test_a_plan_of_another_session_is_refused(
         twin_ref = stored(twin, "twin")
         assert name_of(twin_ref) == name_of(ref)
         report = apply_gc(twin, plan, when)
-        assert statuses(report) == {name_of(ref): Status.RACE_DETECTED}
+        assert applied(report, plan) == {name_of(ref): Status.RACE_DETECTED}
         assert os.path.exists(twin_ref.path)
         assert state_of(twin, name_of(twin_ref)) == "sealed"
 
@@ -286,7 +322,7 @@ def test_a_plan_round_trips_through_json_and_refuses_paths(
     assert revived == plan
     assert revived.to_dict() == plan.to_dict()
     report = apply_gc(session, revived, when)
-    assert statuses(report) == {name_of(ref): Status.DELETED}
+    assert applied(report, revived) == {name_of(ref): Status.DELETED}
 
     for forged in (
         "../tool_result_001.txt",
@@ -385,6 +421,11 @@ def test_a_forged_plan_deletes_nothing_it_may_not(
     report = apply_gc(session, forged, when)
     assert Status.DELETED not in statuses(report).values()
     assert statuses(report)[name_of(protected)] is Status.RETAINED_REFERENCED
+    not_ours = by_name(report)["notes.txt"]
+    assert (not_ours.status, not_ours.reason) == (
+        Status.DENIED,
+        "cleanup_plan_filename_not_owned",
+    )
     assert entries(results) == before
     assert_sentinel_intact(sentinel)
 
@@ -416,8 +457,9 @@ def test_an_artifact_named_file_with_no_event_is_adopted_as_an_orphan(
     assert fresh.exists()
     assert stale.exists()
 
-    report = apply_gc(session, plan_gc(session, policy=deleting(), now=now), now)
-    assert statuses(report) == {stale.name: Status.DELETED}
+    plan = plan_gc(session, policy=deleting(), now=now)
+    report = apply_gc(session, plan, now)
+    assert applied(report, plan) == {stale.name: Status.DELETED}
     assert state_of(session, stale.name) == "deleted"
     assert state_of(session, fresh.name) == "orphan"
     assert fresh.read_bytes() == b"no event for me\n" * 100
@@ -447,12 +489,12 @@ def test_max_deletions_takes_the_oldest_first(
     assert limited.status is Status.RETAINED_LIMIT
     assert_readable(limited)
     report = apply_gc(session, plan, now)
-    assert statuses(report) == dict.fromkeys(oldest, Status.DELETED)
+    assert applied(report, plan) == dict.fromkeys(oldest, Status.DELETED)
     assert sorted(os.listdir(results)) == sorted(name_of(refs[i]) for i in (0, 2, 4))
 
     none = plan_gc(session, policy=deleting(max_deletions=0), now=now)
     assert set(statuses(none).values()) == {Status.RETAINED_LIMIT}
-    assert apply_gc(session, none, now).decisions == ()
+    assert apply_gc(session, none, now).decisions == none.decisions
 
 
 def test_a_dry_run_plan_deletes_nothing(
@@ -469,14 +511,14 @@ def test_a_dry_run_plan_deletes_nothing(
     before = entries(results)
     report = apply_gc(session, plan, when)
     assert report.dry_run
-    assert report.decisions == ()
+    assert report.decisions == plan.decisions  # every one still planned
     assert sorted(report.untouched) == sorted(name_of(r) for r in refs)
     assert report.to_dict()["dry_run"] is True
     whole = session.externalizer.cleanup_artifacts_from_journal(
         session.journal, policy=ArtifactCleanupPolicy(orphan_ttl_seconds=0), now=when
     )
     assert whole.dry_run
-    assert whole.decisions == ()
+    assert set(statuses(whole).values()) == {Status.PLANNED_DELETE}
     assert entries(results) == before
     assert {state_of(session, name_of(r)) for r in refs} == {"sealed"}
     assert quarantine_of(session_dir) == []
@@ -503,12 +545,15 @@ def test_raw_claims_cleanup_works_on_a_session_without_leases(
     assert_path_free(plan.to_dict(), tmp_path)
     # a claim handed to apply protects too
     report = ext.apply_cleanup(plan, claims=[*claims, claim_of(late)], now=when)
-    assert statuses(report) == {
+    assert applied(report, plan) == {
         name_of(dropped): Status.DELETED,
         name_of(late): Status.RETAINED_REFERENCED,
     }
     whole = ext.cleanup_artifacts(claims, policy=deleting(), now=when)
-    assert statuses(whole) == {name_of(late): Status.DELETED}
+    assert statuses(whole) == {
+        name_of(kept): Status.RETAINED_REFERENCED,
+        name_of(late): Status.DELETED,
+    }
     assert sorted(os.listdir(session_dir / "tool-results")) == [name_of(kept)]
     assert state_of(session, name_of(kept)) == "sealed"
     assert session.journal.recover().states == ()  # still no lease

@@ -8,6 +8,7 @@ artifact of ours touched, anything outside the session touched.
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import stat
@@ -34,7 +35,9 @@ from spillvault.domain.errors import (
     ArtifactLeaseJournalError,
 )
 
-from support import gc_children
+from support.intercept import Gate, InterceptingFS
+from support.locks import witnessing
+from support.tiers import HANG_GUARD_SECONDS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -44,9 +47,11 @@ if TYPE_CHECKING:
     )
 
     from support.fakes import FakeClock
+    from support.intercept import Call
 from support.gc_world import (
     OLD,
     Status,
+    applied,
     apply_gc,
     assert_path_free,
     assert_readable,
@@ -112,8 +117,8 @@ class Race:
         assert quarantine_of(self.session_dir) == []
         for decision in report.decisions:
             assert_readable(decision, self.session_dir)
-        assert statuses(report).keys() == {name_of(self.candidate)}
-        return report.decisions[0]
+        assert applied(report, self.plan).keys() == {name_of(self.candidate)}
+        return by_name(report)[name_of(self.candidate)]
 
 
 @pytest.fixture
@@ -173,7 +178,8 @@ def test_race_the_file_hard_linked_elsewhere_is_put_back(
     os.link(race.path, elsewhere)
     outcome = race.apply()
     assert outcome.status is Status.RACE_DETECTED
-    assert "put back" in outcome.reason
+    assert outcome.reason == "artifact_changed_after_cleanup_plan"
+    assert "put back" in outcome.detail
     assert race.path.read_bytes() == race.data
     assert elsewhere.read_bytes() == race.data
     assert race.path.stat().st_ino == elsewhere.stat().st_ino
@@ -190,7 +196,8 @@ def test_race_the_content_changed_with_the_mtime_restored_is_put_back(
     changed = race.path.read_bytes()
     outcome = race.apply()
     assert outcome.status is Status.RACE_DETECTED
-    assert "put back" in outcome.reason
+    assert outcome.reason == "artifact_changed_after_cleanup_plan"
+    assert "put back" in outcome.detail
     assert race.path.read_bytes() == changed
     assert race.path.stat().st_ino == info.st_ino
     assert state_of(race.session, name_of(race.candidate)) == "sealed"
@@ -260,7 +267,7 @@ def test_unknown_entries_of_every_kind_are_never_touched(
     plan = plan_gc(session, policy=deleting(), now=when)
     report = apply_gc(session, plan, when)
 
-    assert statuses(report) == {real: Status.DELETED}
+    assert applied(report, plan) == {real: Status.DELETED}
     del before[real]
     assert entries(results) == before
     assert (results / "a-directory" / "inside.txt").read_bytes() == b"inside\n"
@@ -311,28 +318,48 @@ def test_an_entry_swapped_in_for_a_candidate_is_never_touched(
         assert (race.path / "inside.txt").read_bytes() == b"inside\n"
 
 
+def in_quarantine(dir_fd: int | None) -> bool:
+    """Say whether `dir_fd` is a directory inside `.quarantine/`."""
+    if dir_fd is None:
+        return False
+    return "/.quarantine/" in os.readlink(f"/proc/self/fd/{dir_fd}")
+
+
 def test_a_fifo_swapped_in_between_the_check_and_the_move_never_blocks(
     session_dir: Path, clock: FakeClock, sentinel: Path
 ) -> None:
-    fs = gc_children.SwapForFifoFileSystem("tool_result_001.txt")
+    name = "tool_result_001.txt"
+
+    def swap_for_fifo(call: Call) -> None:
+        """Replace the file by a FIFO, as another process could after the check."""
+        os.unlink(name, dir_fd=call["src_dir_fd"])
+        os.mkfifo(name, 0o600, dir_fd=call["src_dir_fd"])
+
+    fs = InterceptingFS()
+    swap = fs.before(  # GC's move of `name` into quarantine
+        "rename",
+        swap_for_fifo,
+        when=lambda call: call["src"] == name and in_quarantine(call["dst_dir_fd"]),
+        times=1,
+    )
     with open_session(session_dir, fs=fs, clock=clock) as session:
         ref = stored(session, "swapped at the last moment")
-        assert name_of(ref) == fs.name
+        assert name_of(ref) == name
         when = clock.now() + OLD
         plan = plan_gc(session, policy=deleting(), now=when)
         report = apply_gc(session, plan, when)  # fails after 30 s if it blocks
-        assert fs.swapped
-        outcome = by_name(report)[fs.name]
+        assert swap.fired == 1
+        outcome = by_name(report)[name]
         assert outcome.status is Status.RACE_DETECTED
         assert_readable(outcome)
         # S6.2: anything but a regular file is left quarantined, never unlinked.
         (intent,) = quarantine_of(session_dir)
-        held = session_dir / ".quarantine" / intent / fs.name
+        held = session_dir / ".quarantine" / intent / name
         assert stat.S_ISFIFO(held.lstat().st_mode)
-        assert state_of(session, fs.name) == "quarantined"
+        assert state_of(session, name) == "quarantined"
     with must_finish_within(30), open_session(session_dir, clock=clock) as reopened:
         assert stat.S_ISFIFO(held.lstat().st_mode)
-        assert state_of(reopened, fs.name) == "quarantined"
+        assert state_of(reopened, name) == "quarantined"
     assert_sentinel_intact(sentinel)
 
 
@@ -357,7 +384,9 @@ def test_the_reason_for_a_group_readable_file_does_not_call_it_a_symlink(
     path.write_bytes(b"dropped here by someone\n")
     path.chmod(0o644)
     plan = plan_gc(session, policy=deleting(), now=session.clock.now() + OLD)
-    assert "symlink" not in by_name(plan)[path.name].reason
+    decision = by_name(plan)[path.name]
+    assert decision.reason == "artifact_read_denied"
+    assert "symlink" not in decision.detail
 
 
 def test_a_stray_file_in_the_quarantine_does_not_stop_the_session_opening(
@@ -377,17 +406,18 @@ def _failed_run(
     session_dir: Path, clock: FakeClock
 ) -> tuple[Session, list[ArtifactReference]]:
     """Store two old artifacts, then apply a plan while every rename fails."""
-    fs = gc_children.FailingRenameFileSystem()
+    fs = InterceptingFS()
     session = open_session(session_dir, fs=fs, clock=clock)
     refs = [stored(session, tag) for tag in ("first", "second")]
     when = clock.now() + OLD
     plan = plan_gc(session, policy=deleting(), now=when)
-    fs.failing = True
-    report = apply_gc(session, plan, when)
-    fs.failing = False
+    with fs.fail("rename", errno.EIO):  # a bad disk
+        report = apply_gc(session, plan, when)
     assert report.error is not None
     assert name_of(refs[0]) in report.error
-    assert report.decisions == ()
+    assert applied(report, plan) == dict.fromkeys(
+        (name_of(r) for r in refs), Status.PLANNED_DELETE
+    )
     assert report.untouched == tuple(name_of(r) for r in refs)
     assert_path_free(report.to_dict(), session_dir)
     return session, refs
@@ -475,7 +505,7 @@ def test_a_prepared_lease_whose_publisher_timed_out_protects_through_every_run(
             assert_readable(decision)
             report = apply_gc(session, plan, now)
             expected = {name_of(bystander): Status.DELETED} if run == 0 else {}
-            assert statuses(report) == expected
+            assert applied(report, plan) == expected
             assert Path(ref.path).read_bytes() == data
             assert state_of(session, name_of(ref)) == "sealed"
             recovered = session.journal.recover(now=now)
@@ -514,10 +544,20 @@ def lock_is_held(session_dir: Path) -> bool:
 def test_a_lease_prepared_while_gc_unlinks_waits_then_is_refused(
     session_dir: Path, clock: FakeClock
 ) -> None:
-    fs = gc_children.BlockingUnlinkFileSystem("tool_result_001.txt")
-    with open_session(session_dir, fs=fs, clock=clock) as session:
+    name = "tool_result_001.txt"
+    fs = InterceptingFS()
+    unlink = Gate()  # GC's unlink of `name` inside `.quarantine/` waits there
+    fs.before(
+        "unlink",
+        unlink,
+        when=lambda call: call["path"] == name and in_quarantine(call["dir_fd"]),
+    )
+    with (
+        open_session(session_dir, fs=fs, clock=clock) as session,
+        witnessing(session.lock) as witness,
+    ):
         ref = stored(session, "doomed")
-        assert name_of(ref) == fs.name
+        assert name_of(ref) == name
         when = clock.now() + OLD
         plan = plan_gc(session, policy=deleting(), now=when)
         out: dict[str, object] = {}
@@ -535,14 +575,15 @@ def test_a_lease_prepared_while_gc_unlinks_waits_then_is_refused(
         )
         gc_thread.start()
         try:
-            assert fs.entered.wait(30), "GC never reached the unlink"
+            assert unlink.reached.wait(30), "GC never reached the unlink"
             assert lock_is_held(session_dir)
             lease_thread.start()
-            lease_thread.join(0.5)
-            assert lease_thread.is_alive(), "prepare did not wait for the GC lock"
+            assert witness.blocked.wait(HANG_GUARD_SECONDS), (
+                "prepare did not wait for the GC lock"
+            )
             assert "lease" not in out
         finally:
-            fs.release.set()
+            unlink.release()
             gc_thread.join(30)
             if lease_thread.ident is not None:  # started
                 lease_thread.join(30)
@@ -550,18 +591,28 @@ def test_a_lease_prepared_while_gc_unlinks_waits_then_is_refused(
         assert not lease_thread.is_alive()
         report = out["gc"]
         assert isinstance(report, ArtifactCleanupReport), report
-        assert statuses(report) == {fs.name: Status.DELETED}
+        assert statuses(report) == {name: Status.DELETED}
         assert isinstance(out["lease"], ArtifactLeaseJournalError), out["lease"]
         assert session.journal.recover().states == ()
-        assert state_of(session, fs.name) == "deleted"
+        assert state_of(session, name) == "deleted"
         assert not os.path.exists(ref.path)
 
 
 def test_a_lease_prepared_before_gc_takes_the_lock_keeps_the_file(
     session_dir: Path, clock: FakeClock
 ) -> None:
-    fs = gc_children.BlockingReadFileSystem("lease-thread")
-    with open_session(session_dir, fs=fs, clock=clock) as session:
+    fs = InterceptingFS()
+    pread = Gate()  # the lease's re-verification of the artifact waits there
+    fs.before(
+        "pread",
+        pread,
+        when=lambda call: threading.current_thread().name == "lease-thread",
+        times=1,
+    )
+    with (
+        open_session(session_dir, fs=fs, clock=clock) as session,
+        witnessing(session.lock) as witness,
+    ):
         ref = stored(session, "kept")
         data = Path(ref.path).read_bytes()
         when = clock.now() + OLD
@@ -583,13 +634,15 @@ def test_a_lease_prepared_before_gc_takes_the_lock_keeps_the_file(
         )
         lease_thread.start()
         try:
-            assert fs.entered.wait(30), "prepare never re-verified the artifact"
+            assert pread.reached.wait(30), "prepare never re-verified the artifact"
             assert lock_is_held(session_dir)
             gc_thread.start()
-            gc_thread.join(0.5)
-            assert gc_thread.is_alive(), "GC apply did not wait for the lock"
+            assert witness.blocked.wait(HANG_GUARD_SECONDS), (
+                "GC apply did not wait for the lock"
+            )
+            assert "gc" not in out
         finally:
-            fs.release.set()
+            pread.release()
             lease_thread.join(30)
             if gc_thread.ident is not None:  # started
                 gc_thread.join(30)

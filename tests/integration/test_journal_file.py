@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import re
@@ -31,11 +30,14 @@ from spillvault.domain.journal_records import (
     split_journal,
 )
 
+from support.intercept import InterceptingFS, named
 from support.tiers import HANG_GUARD_SECONDS
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from pathlib import Path
+
+    from support.intercept import Call
 
 SESSION = "session-a"
 NAME = RETENTION_JOURNAL_NAME
@@ -93,52 +95,14 @@ def umask(value: int) -> Iterator[None]:
         os.umask(old)
 
 
-class FaultyFS(OsFileSystem):
-    """The real seam; `write`, `fsync`, `ftruncate` or `pread` fail once armed."""
-
-    def __init__(self) -> None:
-        self.failing: set[str] = set()
-        self.calls: list[str] = []
-
-    def _maybe_fail(self, name: str) -> None:
-        self.calls.append(name)
-        if name in self.failing:
-            raise OSError(errno.EIO, os.strerror(errno.EIO))
-
-    def write(self, fd: int, data: bytes) -> int:  # type: ignore[override]
-        self._maybe_fail("write")
-        return os.write(fd, data)
-
-    def fsync(self, fd: int) -> None:  # type: ignore[override]
-        self._maybe_fail("fsync")
-        os.fsync(fd)
-
-    def ftruncate(self, fd: int, length: int) -> None:  # type: ignore[override]
-        self._maybe_fail("ftruncate")
-        os.ftruncate(fd, length)
-
-    def pread(self, fd: int, size: int, offset: int) -> bytes:  # type: ignore[override]
-        self._maybe_fail("pread")
-        if "pread_eof" in self.failing:
-            return b""  # as if the file had been cut while we read it
-        return os.pread(fd, size, offset)
+def faulty() -> InterceptingFS:
+    """The real seam, recording the calls a fault may be injected into."""
+    return InterceptingFS(record={"write", "fsync", "ftruncate", "pread"})
 
 
-class SpyFS(OsFileSystem):
-    """Counts the bytes read through the seam."""
-
-    def __init__(self) -> None:
-        self.bytes_read = 0
-
-    def read(self, fd: int, size: int) -> bytes:  # type: ignore[override]
-        data = os.read(fd, size)
-        self.bytes_read += len(data)
-        return data
-
-    def pread(self, fd: int, size: int, offset: int) -> bytes:  # type: ignore[override]
-        data = os.pread(fd, size, offset)
-        self.bytes_read += len(data)
-        return data
+def at_eof(call: Call, pread: Callable[..., bytes]) -> bytes:
+    """Read nothing, as if the file had been cut while we read it."""
+    return b""
 
 
 @pytest.fixture
@@ -225,10 +189,13 @@ def test_a_socket_at_the_name_is_refused(journal: JournalFile, tmp_path: Path) -
 def test_read_errors_are_journal_errors(
     dir_fd: int, failing: str, message: str
 ) -> None:
-    fs = FaultyFS()
+    fs = faulty()
     journal = JournalFile(fs, dir_fd)
     journal.append(build(2), expect_end=0)
-    fs.failing.add(failing)
+    if failing == "pread":
+        fs.fail("pread")
+    else:
+        fs.around("pread", at_eof)
     with raises(message):
         journal.read_from(0)
     with raises(message):
@@ -445,15 +412,15 @@ def test_a_foreign_file_at_the_torn_copy_name_is_refused(
 def test_a_write_error_poisons_the_writer_for_good(
     dir_fd: int, tmp_path: Path, failing: str
 ) -> None:
-    fs = FaultyFS()
+    fs = faulty()
     journal = JournalFile(fs, dir_fd)
     records = build(4)
     end = journal.append(records[:2], expect_end=0)
-    fs.failing.add(failing)
+    fs.fail(failing)
     with raises("journal writer poisoned: [Errno 5]"):
         journal.append([records[2]], expect_end=end)
     assert journal.poisoned
-    fs.failing.clear()
+    fs.clear()
     fs.calls.clear()
     for _ in range(3):
         with raises("journal writer poisoned: [Errno 5]"):
@@ -466,16 +433,16 @@ def test_a_write_error_poisons_the_writer_for_good(
 
 
 def test_a_truncate_error_poisons_the_writer(dir_fd: int, tmp_path: Path) -> None:
-    fs = FaultyFS()
+    fs = faulty()
     journal = JournalFile(fs, dir_fd)
     records = build(3)
     end = journal.append(records[:2], expect_end=0)
     with (tmp_path / NAME).open("ab") as crash:
         crash.write(b"{")
-    fs.failing.add("ftruncate")
+    fs.fail("ftruncate")
     with raises("journal writer poisoned"):
         journal.append([records[2]], expect_end=end)
-    fs.failing.clear()
+    fs.clear()
     with raises("journal writer poisoned"):
         journal.append([records[2]], expect_end=end)
     assert (tmp_path / NAME).read_bytes() == lines(records[:2]) + b"{"
@@ -484,14 +451,15 @@ def test_a_truncate_error_poisons_the_writer(dir_fd: int, tmp_path: Path) -> Non
 def test_a_directory_fsync_error_on_creation_poisons_the_writer(
     dir_fd: int, tmp_path: Path
 ) -> None:
-    fs = FaultyFS()
+    fs = faulty()
     journal = JournalFile(fs, dir_fd)
-    fs.failing.add("fsync")
+    fs.fail("fsync")
     with raises("journal writer poisoned"):
         journal.append(build(1), expect_end=0)
-    assert fs.calls == ["fsync"]  # the directory's, right after the creation
+    # the directory's, right after the creation
+    assert [call.op for call in fs.calls] == ["fsync"]
     assert (tmp_path / NAME).read_bytes() == b""
-    fs.failing.clear()
+    fs.clear()
     with raises("journal writer poisoned"):
         journal.append(build(1), expect_end=0)
 
@@ -499,9 +467,9 @@ def test_a_directory_fsync_error_on_creation_poisons_the_writer(
 def test_a_write_error_while_creating_poisons_and_leaves_no_tmp(
     dir_fd: int, tmp_path: Path
 ) -> None:
-    fs = FaultyFS()
+    fs = faulty()
     journal = JournalFile(fs, dir_fd)
-    fs.failing.add("write")
+    fs.fail("write")
     with raises("journal writer poisoned"):
         journal.replace_with(build(2), keep_aside_suffix="damaged")
     assert list(tmp_path.iterdir()) == []
@@ -514,12 +482,13 @@ def test_last_complete_reads_only_the_tail_of_a_big_journal(dir_fd: int) -> None
     records = build(50_000)
     end = JournalFile(OsFileSystem(), dir_fd).append(records, expect_end=0)
     assert end > 10_000_000
-    spy = SpyFS()
+    spy = InterceptingFS(record={"read", "pread"})
     tail = JournalFile(spy, dir_fd).last_complete()
     assert tail.last_record == records[-1]
     assert tail.complete_end == tail.size == end
     assert tail.last_offset == end - len(encode(records[-1]))
-    assert spy.bytes_read <= 2 * TAIL_BLOCK + len(encode(records[-1]))
+    bytes_read = sum(len(call.result) for call in spy.calls)
+    assert bytes_read <= 2 * TAIL_BLOCK + len(encode(records[-1]))
 
 
 def test_last_complete_finds_a_line_longer_than_a_block(
@@ -604,23 +573,18 @@ def test_repair_suffixes_are_plain_names(journal: JournalFile, suffix: str) -> N
         journal.replace_with(build(1), keep_aside_suffix=suffix)
 
 
-class SwappingFS(OsFileSystem):
-    """Replaces the journal by another file just before it is linked aside."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.tmp_path = tmp_path
-
-    def link(self, src: str, dst: str, **kwargs: int | None) -> None:  # type: ignore[override]
-        if src == NAME:
-            impostor = self.tmp_path / "impostor"
-            impostor.write_bytes(b"impostor\n")
-            impostor.rename(self.tmp_path / NAME)
-        os.link(src, dst, follow_symlinks=False, **kwargs)  # type: ignore[arg-type]
-
-
 def test_repair_refuses_a_journal_swapped_under_it(dir_fd: int, tmp_path: Path) -> None:
     JournalFile(OsFileSystem(), dir_fd).append(build(2), expect_end=0)
-    journal = JournalFile(SwappingFS(tmp_path), dir_fd)
+
+    def swap(call: Call) -> None:
+        """Replace the journal by another file just before it is linked aside."""
+        impostor = tmp_path / "impostor"
+        impostor.write_bytes(b"impostor\n")
+        impostor.rename(tmp_path / NAME)
+
+    fs = InterceptingFS()
+    fs.before("link", swap, when=named(NAME))
+    journal = JournalFile(fs, dir_fd)
     with raises(f"{NAME} changed while it was being kept aside"):
         journal.replace_with(build(2), keep_aside_suffix="damaged")
     assert (tmp_path / NAME).read_bytes() == b"impostor\n"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -18,7 +17,6 @@ from eventsourcing.utils import register_topic
 
 from spillvault.adapters.services.lease_projection import session_projection
 from spillvault.adapters.session import Session, open_session
-from spillvault.adapters.storage.fs import OsFileSystem
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.errors import ArtifactLeaseJournalError
 from spillvault.domain.journal_records import decode_line, encode, make_record
@@ -26,12 +24,15 @@ from spillvault.domain.lease import Lease
 from spillvault.domain.values import ArtifactRetentionClaim
 
 from support.fakes import FakeClock
+from support.intercept import InterceptingFS, named
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Iterator
     from pathlib import Path
 
     from spillvault.domain.journal_records import JournalRecord
+
+    from support.intercept import Call
 
 
 @pytest.fixture
@@ -227,41 +228,28 @@ def test_verify_names_an_earlier_valid_line_that_is_not_the_store_s(
         session_projection(session).verify_whole()
 
 
-@dataclass
-class OpenHookFS(OsFileSystem):
-    """The real seam; `on_open(path)` runs before each `open`."""
-
-    on_open: Callable[[str], None] | None = None
-
-    def open(
-        self, path: str, flags: int, mode: int = 0o777, *, dir_fd: int | None = None
-    ) -> int:  # type: ignore[override]
-        if self.on_open is not None:
-            self.on_open(path)
-        return os.open(path, flags, mode, dir_fd=dir_fd)
-
-
 def test_verify_refuses_a_journal_cut_short_while_it_reads(
     session_dir: Path, clock: FakeClock
 ) -> None:
-    fs = OpenHookFS()
+    fs = InterceptingFS()
     with open_session(session_dir, fs=fs, clock=clock) as session:
         prepare(session, "tx-1")
         prepare(session, "tx-2", "y")
         first, _ = lines_of(session_dir)
-        opens: list[str] = []
 
-        def on_open(path: str) -> None:
-            if path == RETENTION_JOURNAL_NAME:
-                opens.append(path)
-                if len(opens) == 2:  # after the sync's read, before verify's own
-                    os.truncate(journal_of(session_dir), len(first))
+        def cut_short(call: Call) -> None:
+            os.truncate(journal_of(session_dir), len(first))
 
-        fs.on_open = on_open
-        with pytest.raises(ArtifactLeaseJournalError, match="ends at line 1"):
+        # the second open of the journal: after the sync's read, before verify's own
+        journal_opens = fs.before(
+            "open", cut_short, when=named(RETENTION_JOURNAL_NAME), nth=2, times=1
+        )
+        with (
+            journal_opens,
+            pytest.raises(ArtifactLeaseJournalError, match="ends at line 1"),
+        ):
             session_projection(session).verify_whole()
-        fs.on_open = None
-        assert len(opens) >= 2
+        assert journal_opens.hits >= 2
 
 
 # ---------------------------------------------------- views saved by others

@@ -251,7 +251,8 @@ def test_a_spilled_result_is_cleared_to_its_existing_artifact(
     assert report.stored == ()
     assert new[2]["content"][0]["is_error"] is True
     assert outcomes[0].artifact is not None
-    assert new[2]["content"][0]["content"] == placeholder_for(outcomes[0].artifact.path)
+    handle = outcomes[0].artifact.handle
+    assert new[2]["content"][0]["content"] == placeholder_for(handle)
     assert_pages_back(ext, history, new, "anthropic", ("t0",))
     assert record_ids(ext) == ["t0"]
 

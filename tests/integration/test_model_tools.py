@@ -35,7 +35,7 @@ def session(session_dir: Path) -> Iterator[Session]:
 def handle(session: Session) -> str:
     artifact = session.externalizer.process(TEXT, "bash").artifact
     assert artifact is not None
-    return artifact.path
+    return artifact.handle
 
 
 def call(session: Session, name: str, **arguments: object) -> str:

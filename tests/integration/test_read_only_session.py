@@ -20,7 +20,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -28,7 +28,6 @@ from spillvault.adapters import session as session_module
 from spillvault.adapters.cli.main import main as cli_main
 from spillvault.adapters.owners.sqlite_owner import SQLiteOwner
 from spillvault.adapters.session import open_session
-from spillvault.adapters.storage.fs import OsFileSystem
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.enums import ArtifactLeasePhase
 from spillvault.domain.errors import (
@@ -37,10 +36,13 @@ from spillvault.domain.errors import (
 )
 from spillvault.domain.values import ArtifactCleanupPolicy, ArtifactRetentionClaim
 
+from support.intercept import InterceptingFS
 from support.leases import transaction
 
 if TYPE_CHECKING:
     from spillvault.adapters.session import Session
+
+    from support.intercept import Call
 
 SCRIPT = str(Path(sys.executable).parent / "spillvault")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
@@ -52,30 +54,38 @@ def _erofs(name: object) -> OSError:
     return OSError(errno.EROFS, os.strerror(errno.EROFS), str(name))
 
 
-class ReadOnlyFS(OsFileSystem):
-    """The real seam on a filesystem mounted read-only, as the kernel answers."""
-
-    def open(
-        self, path: Any, flags: int, mode: int = 0o777, *, dir_fd: Any = None
-    ) -> int:  # type: ignore[override]
-        if flags & _WRITE_FLAGS:
-            if flags & os.O_CREAT and flags & os.O_EXCL:
-                # The kernel reports an existing name first.
-                os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
-            raise _erofs(path)
-        return os.open(path, flags, mode, dir_fd=dir_fd)
-
-    def mkdir(self, path: Any, mode: int = 0o777, *, dir_fd: Any = None) -> None:  # type: ignore[override]
-        try:
+def _open_for_reading_only(call: Call) -> None:
+    """A writing `open` fails with EROFS."""
+    path, flags, dir_fd = call["path"], call["flags"], call["dir_fd"]
+    if flags & _WRITE_FLAGS:
+        if flags & os.O_CREAT and flags & os.O_EXCL:
+            # The kernel reports an existing name first.
             os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
-        except FileNotFoundError:
-            raise _erofs(path) from None
-        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
+        raise _erofs(path)
 
-    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
-        raise _erofs(args[0] if args else "")
 
-    link = rename = unlink = rmdir = write = ftruncate = fchmod = _refuse  # type: ignore[assignment]
+def _mkdir_nothing(call: Call) -> NoReturn:
+    """`mkdir` fails: EEXIST for an existing name, else EROFS."""
+    path = call["path"]
+    try:
+        os.stat(path, dir_fd=call["dir_fd"], follow_symlinks=False)
+    except FileNotFoundError:
+        raise _erofs(path) from None
+    raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
+
+
+def _refuse(call: Call) -> NoReturn:
+    raise _erofs(call.args[0] if call.args else "")
+
+
+def read_only_fs() -> InterceptingFS:
+    """The real seam on a filesystem mounted read-only, as the kernel answers."""
+    fs = InterceptingFS()
+    fs.before("open", _open_for_reading_only)
+    fs.before("mkdir", _mkdir_nothing)
+    refused_ops = ("link", "rename", "unlink", "rmdir", "write", "ftruncate", "fchmod")
+    fs.before(refused_ops, _refuse)
+    return fs
 
 
 def listing(root: Path) -> dict[str, tuple[int, bytes]]:
@@ -106,8 +116,8 @@ def build_session(session_dir: Path) -> dict[str, Any]:
             session.journal, policy=ArtifactCleanupPolicy(orphan_ttl_seconds=0)
         )
         facts = {
-            "first": first.artifact.path,
-            "second": second.artifact.path,
+            "first": first.artifact.handle,
+            "second": second.artifact.handle,
             "claim": claim,
             "plan": plan,
         }
@@ -142,7 +152,7 @@ def test_a_writable_open_of_a_read_only_session_is_refused_by_name(
     build_session(session_dir)
     before = listing(session_dir)
     with pytest.raises(ArtifactSessionReadOnlyError) as caught:
-        open_session(session_dir, fs=ReadOnlyFS(), mode=mode)  # type: ignore[arg-type]
+        open_session(session_dir, fs=read_only_fs(), mode=mode)  # type: ignore[arg-type]
     refused(caught.value, session_dir)
     assert "mode='read'" in str(caught.value)
     assert isinstance(caught.value.__cause__, OSError)
@@ -156,7 +166,7 @@ def test_a_read_only_view_reads_and_refuses_every_write(
     facts = build_session(session_dir)
     before = listing(session_dir)
     journal_bytes = (session_dir / RETENTION_JOURNAL_NAME).read_bytes()
-    with open_session(session_dir, fs=ReadOnlyFS(), mode="read") as session:
+    with open_session(session_dir, fs=read_only_fs(), mode="read") as session:
         assert session.read_only
         assert session.recovery is None  # the recovery pass writes: skipped
         ext = session.externalizer
@@ -246,7 +256,7 @@ def test_a_read_only_view_of_a_journal_that_lags_the_store_reads_and_says_so(
     del writer
     gc.collect()
     before = listing(session_dir)
-    with open_session(session_dir, fs=ReadOnlyFS(), mode="read") as session:
+    with open_session(session_dir, fs=read_only_fs(), mode="read") as session:
         for _ in range(2):  # a second sync starts again from the saved view
             assert len(list(session.externalizer.artifacts())) == 2
             recovery = session.journal.recover()
@@ -268,7 +278,7 @@ def test_the_cli_reads_a_read_only_session_and_refuses_writes(
     owner = tmp_path / "owner.sqlite3"
     SQLiteOwner(owner)
     before = listing(session_dir)
-    monkeypatch.setattr(session_module, "OS_FILESYSTEM", ReadOnlyFS())
+    monkeypatch.setattr(session_module, "OS_FILESYSTEM", read_only_fs())
     for argv, expected in reading_commands(session_dir, facts):
         code = cli_main(argv)
         out, err = capsys.readouterr()

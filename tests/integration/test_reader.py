@@ -30,20 +30,23 @@ from spillvault.adapters.services.reader import (
 )
 from spillvault.adapters.session import open_session
 from spillvault.adapters.storage.artifact_store import LocalArtifactStore
-from spillvault.adapters.storage.fs import READ_FLAGS, OsFileSystem
+from spillvault.adapters.storage.fs import READ_FLAGS
 from spillvault.domain.artifact import Artifact, ArtifactContent
 from spillvault.domain.constants import CHUNK_SIZE
 from spillvault.domain.errors import ArtifactAccessError, ArtifactIntegrityError
 from spillvault.domain.reading import GrepMatch
 
 from support.dates import fixed
+from support.intercept import InterceptingFS
 from support.tiers import HANG_GUARD_SECONDS
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
     from spillvault.adapters.session import Session
+
+    from support.intercept import Call
 
 MiB = CHUNK_SIZE
 AT = fixed(2026)
@@ -752,68 +755,57 @@ def test_a_fifo_swapped_in_after_resolve_never_blocks(env: Env) -> None:
 # cost (S3.4): a page costs the page, not the file -----------------------------------
 
 
-class PreadRecorder(OsFileSystem):
-    def __init__(self) -> None:
-        self.preads: list[tuple[int, int]] = []
-
-    def pread(self, fd: int, size: int, offset: int) -> bytes:  # type: ignore[override]
-        data = os.pread(fd, size, offset)
-        self.preads.append((offset, len(data)))
-        return data
+def preads(fs: InterceptingFS) -> list[tuple[int, int]]:
+    """`(offset, bytes read)` of each recorded `pread`."""
+    return [(call["offset"], len(call.result)) for call in fs.calls_to("pread")]
 
 
 def test_a_page_near_the_end_reads_only_its_chunks(session_dir: Path) -> None:
-    recorder = PreadRecorder()
+    recorder = InterceptingFS(record={"pread"})
     data = _three_chunks() + b"z" * 100 + b"\n" + _three_chunks()[: MiB // 2]
     with make_env(session_dir, fs=recorder) as env:
         handle = env.put(data)
         last_line = len(ref_lines(data)) - 60
-        recorder.preads.clear()
+        recorder.calls.clear()
         text = env.reader.read_artifact(handle, last_line, 50)
         assert text == ref_read(data, last_line, 50)
-        assert recorder.preads, "the page was read through the seam"
-        assert min(offset for offset, _ in recorder.preads) == 3 * MiB
-        assert sum(size for _, size in recorder.preads) == len(data) - 3 * MiB
+        assert preads(recorder), "the page was read through the seam"
+        assert min(offset for offset, _ in preads(recorder)) == 3 * MiB
+        assert sum(size for _, size in preads(recorder)) == len(data) - 3 * MiB
         # a page straddling a chunk boundary reads exactly the two chunks
         boundary_line = data.count(b"\n", 0, 2 * MiB)
-        recorder.preads.clear()
+        recorder.calls.clear()
         text = env.reader.read_artifact(handle, boundary_line - 2, 5)
         assert text == ref_read(data, boundary_line - 2, 5)
-        assert sorted({offset // MiB for offset, _ in recorder.preads}) == [1, 2]
-        assert sum(size for _, size in recorder.preads) == 2 * MiB
+        assert sorted({offset // MiB for offset, _ in preads(recorder)}) == [1, 2]
+        assert sum(size for _, size in preads(recorder)) == 2 * MiB
         # nothing is cached across calls: a repeated read reads again
-        recorder.preads.clear()
+        recorder.calls.clear()
         env.reader.read_artifact(handle, last_line, 50)
-        assert sum(size for _, size in recorder.preads) == len(data) - 3 * MiB
-
-
-class ShrinkingPread(OsFileSystem):
-    """Reads as if the file were cut at `cut` right after the size check."""
-
-    def __init__(self) -> None:
-        self.cut: int | None = None
-
-    def pread(self, fd: int, size: int, offset: int) -> bytes:  # type: ignore[override]
-        if self.cut is not None:
-            size = min(size, max(0, self.cut - offset))
-        return os.pread(fd, size, offset)
+        assert sum(size for _, size in preads(recorder)) == len(data) - 3 * MiB
 
 
 def test_a_file_that_shrinks_while_read_is_refused(session_dir: Path) -> None:
-    seam = ShrinkingPread()
+    seam = InterceptingFS()
     data = _three_chunks()
+    cut = MiB + 10
+
+    def shrunk(call: Call, pread: Callable[..., bytes]) -> bytes:
+        """Read as if the file were cut at `cut` right after the size check."""
+        offset = call["offset"]
+        return pread(call["fd"], min(call["size"], max(0, cut - offset)), offset)
+
     with make_env(session_dir, fs=seam) as env:
         sealed = env.put(data)
         stream = env.store.open_stream("bash")
         stream.write(data)
-        seam.cut = MiB + 10
-        for handle in (sealed, stream.handle):
-            with pytest.raises(ArtifactIntegrityError, match="shrank"):
-                env.reader.read_artifact(handle, len(ref_lines(data)) - 3, 2)
-            with pytest.raises(ArtifactIntegrityError, match="shrank"):
-                env.reader.grep_artifact(handle, "absent")
-            assert env.reader.read_artifact(handle, 0, 2) == ref_read(data, 0, 2)
-        seam.cut = None
+        with seam.around("pread", shrunk):
+            for handle in (sealed, stream.handle):
+                with pytest.raises(ArtifactIntegrityError, match="shrank"):
+                    env.reader.read_artifact(handle, len(ref_lines(data)) - 3, 2)
+                with pytest.raises(ArtifactIntegrityError, match="shrank"):
+                    env.reader.grep_artifact(handle, "absent")
+                assert env.reader.read_artifact(handle, 0, 2) == ref_read(data, 0, 2)
         stream.close()
 
 
@@ -831,14 +823,14 @@ def test_an_orphaned_regex_worker_is_ended_by_its_cpu_limit() -> None:
 
 
 def test_an_open_stream_page_reads_only_up_to_its_page(session_dir: Path) -> None:
-    recorder = PreadRecorder()
+    recorder = InterceptingFS(record={"pread"})
     data = _three_chunks()
     with make_env(session_dir, fs=recorder) as env:
         stream = env.store.open_stream("bash")
         stream.write(data)
-        recorder.preads.clear()
+        recorder.calls.clear()
         assert env.reader.read_artifact(stream.handle, 3, 4) == ref_read(data, 3, 4)
-        assert {offset // MiB for offset, _ in recorder.preads} == {0}
+        assert {offset // MiB for offset, _ in preads(recorder)} == {0}
         stream.close()
 
 

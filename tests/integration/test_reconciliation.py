@@ -109,7 +109,10 @@ def test_published_with_matching_identity_commits_inside_the_fence(
     journal = prepared(session, ref)
     owner.publish("tx", ref)
     report = journal.reconcile_reference("tx", owner)
-    assert (report.status, report.reason) == (Status.COMMITTED, "owner_published")
+    assert (report.status, report.reason) == (
+        Status.COMMITTED,
+        "owner_confirmed_reference",
+    )
     assert report.observed_generation == generation(owner, session, "tx")
     assert session.store.get_lease("tx").phase is ArtifactLeasePhase.COMMITTED
     again = journal.reconcile_reference("tx", owner)
@@ -149,7 +152,7 @@ def test_an_unsealed_absence_is_sealed_before_aborted_and_late_writes_bounce(
     )
     before = generation(owner, session, "tx")
     report = journal.reconcile_reference("tx", owner)
-    assert (report.status, report.reason) == (Status.ABORTED, "absence_sealed")
+    assert (report.status, report.reason) == (Status.ABORTED, "owner_sealed_absence")
     assert steps == ["after_owner_absence_sealed", "after_aborted"]  # S5.3
     assert report.observed_generation == before + 1
     with pytest.raises(ArtifactPublicationRejected):
@@ -167,7 +170,7 @@ def test_an_already_sealed_absence_aborts_without_a_second_seal(
     with owner.inspect_fenced(session.store.get_lease("tx").transaction) as fence:
         sealed = fence.seal_absent()
     report = journal.reconcile_reference("tx", owner)
-    assert (report.status, report.reason) == (Status.ABORTED, "absence_already_sealed")
+    assert (report.status, report.reason) == (Status.ABORTED, "owner_sealed_absence")
     assert report.observed_generation == sealed.generation
     assert generation(owner, session, "tx") == sealed.generation
 
@@ -352,8 +355,9 @@ def test_a_reconciler_releasing_during_a_removal_leaves_the_removal_idempotent(
         with open_session(session_dir) as other:
             seen.extend(r.status for r in other.journal.reconcile_releases(owner))
 
-    state = journal.remove_reference("tx", remover)
+    assert journal.remove_reference("tx", remover) is None  # what remover returned
     assert seen == [Status.RELEASED]
+    (state,) = journal.recover().states
     assert state.current_phase is ArtifactLeasePhase.RELEASED
     assert lease_events(session, "tx") == ["Prepared", "Committed", "Released"]
     assert journal.current_claims() == ()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import json
 import os
 import select
@@ -13,7 +12,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -25,18 +23,21 @@ from spillvault.adapters.services.recovery import (
 )
 from spillvault.adapters.session import Session, open_session
 from spillvault.adapters.storage.artifact_store import TMP_PREFIX, LocalArtifactStore
-from spillvault.adapters.storage.fs import OsFileSystem
 from spillvault.adapters.storage.layout import MARKER_NAME
 from spillvault.domain.constants import CHUNK_SIZE, RETENTION_JOURNAL_NAME
+from spillvault.testing.artifact_stores import expected_content
 
 from support.fakes import FakeClock
+from support.intercept import InterceptingFS, named
 from support.tiers import HANG_GUARD_SECONDS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Iterator
     from pathlib import Path
 
     from spillvault.adapters.session import Session
+
+    from support.intercept import Call
 
 MiB = CHUNK_SIZE
 EMPTY = {
@@ -50,16 +51,7 @@ EMPTY = {
 }
 
 
-def expected(data: bytes) -> dict[str, Any]:
-    chunks = [data[i : i + MiB] for i in range(0, len(data), MiB)]
-    lines = 0 if not data else data.count(b"\n") + (not data.endswith(b"\n"))
-    return {
-        "content_sha256": hashlib.sha256(data).hexdigest(),
-        "size_bytes": len(data),
-        "line_count": lines,
-        "chunk_sha256": [hashlib.sha256(c).hexdigest() for c in chunks],
-        "chunk_newlines": [c.count(b"\n") for c in chunks],
-    }
+expected = expected_content
 
 
 def report_of(session: Session) -> dict[str, list[str]]:
@@ -444,36 +436,6 @@ def test_inspection_can_open_without_the_recovery_pass(session_dir: Path) -> Non
 # ------------------------------------ under injected faults and races (S2.6)
 
 
-OPS = (
-    "open", "close", "read", "pread", "write", "fsync", "ftruncate", "fstat",
-    "fchmod", "lstat", "mkdir", "link", "rename", "unlink", "rmdir", "listdir",
-    "flock",
-)  # fmt: skip
-
-
-@dataclass
-class HookFS(OsFileSystem):
-    """The real seam; `before(op, args)` runs before each call (may act or raise)."""
-
-    before: Callable[[str, tuple[Any, ...]], None] | None = None
-
-    def __post_init__(self) -> None:
-        for op in OPS:
-            setattr(self, op, self._wrap(op, getattr(OsFileSystem, op)))
-
-    def _wrap(self, op: str, real: Any) -> Any:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if self.before is not None:
-                self.before(op, args)
-            return real(*args, **kwargs)
-
-        return call
-
-
-def eio() -> OSError:
-    return OSError(errno.EIO, os.strerror(errno.EIO))
-
-
 def state_of(session: Session, name: str) -> str | None:
     artifact = session.store.get_artifact(name)
     return None if artifact is None else artifact.state
@@ -506,17 +468,17 @@ def private_file(path: Path, data: bytes = b"stale") -> Path:
 
 
 class TestUnderInjectedFaults:
-    """The pass on a real session through `HookFS`, a hook before each call.
+    """The pass on a real session through an `InterceptingFS`, hooked per test.
 
     The hook plays another process (or a failing disk) at one exact moment.
     """
 
     @pytest.fixture
-    def fs(self) -> HookFS:
-        return HookFS()
+    def fs(self) -> InterceptingFS:
+        return InterceptingFS()
 
     @pytest.fixture
-    def session(self, session_dir: Path, fs: HookFS) -> Iterator[Session]:
+    def session(self, session_dir: Path, fs: InterceptingFS) -> Iterator[Session]:
         with open_session(
             session_dir, fs=fs, event_store="memory", clock=FakeClock()
         ) as s:
@@ -544,102 +506,95 @@ class TestUnderInjectedFaults:
         assert (odd / "inside").read_bytes() == b"the operator's\n"
 
     def test_a_tmp_file_gone_before_the_pass_opens_it_is_skipped(
-        self, session: Session, session_dir: Path, fs: HookFS
+        self, session: Session, session_dir: Path, fs: InterceptingFS
     ) -> None:
         tmp = private_file(session_dir / "tool-results" / f"{TMP_PREFIX}finished")
 
-        def before(op: str, args: tuple[Any, ...]) -> None:
-            if op == "open" and args[0] == tmp.name:
-                tmp.unlink()  # its writer renamed it into place meanwhile
+        def vanish(call: Call) -> None:
+            tmp.unlink()  # its writer renamed it into place meanwhile
 
-        fs.before = before
-        report = recover_artifacts(session)
-        fs.before = None
+        with fs.before("open", vanish, when=named(tmp.name)):
+            report = recover_artifacts(session)
         assert report.removed_tmp == report.live_tmp == report.refused == []
         assert not report.changed
 
     @pytest.mark.parametrize("op", ["open", "fstat"])
     def test_an_io_error_opening_an_entry_stops_the_pass(
-        self, session: Session, session_dir: Path, fs: HookFS, op: str
+        self, session: Session, session_dir: Path, fs: InterceptingFS, op: str
     ) -> None:
         tmp = private_file(session_dir / "tool-results" / f"{TMP_PREFIX}stale")
-        armed: list[bool] = []
-
-        def before(called: str, args: tuple[Any, ...]) -> None:
-            if called == "open" and args[0] == tmp.name:
-                armed.append(True)
-            if called == op and armed:
-                raise eio()
-
-        fs.before = before
-        with pytest.raises(OSError, match="Input/output error"):
+        opened = fs.watch("open", when=named(tmp.name))  # from its open on, `op` fails
+        with (
+            opened,
+            fs.fail(op, errno.EIO, when=lambda call: opened.hits > 0),
+            pytest.raises(OSError, match="Input/output error"),
+        ):
             recover_artifacts(session)
-        fs.before = None
         assert fds_on(tmp) == []  # closed on the way out
         assert tmp.exists()  # not removed on an error
         assert recover_artifacts(session).removed_tmp == [tmp.name]  # the next pass
 
     def test_an_open_artifact_settled_while_hashed_is_not_sealed_again(
-        self, session: Session, store: LocalArtifactStore, fs: HookFS
+        self, session: Session, store: LocalArtifactStore, fs: InterceptingFS
     ) -> None:
         name = abandoned(store, b"half of it\n" * 10)
 
-        def before(op: str, args: tuple[Any, ...]) -> None:
-            if op in {"read", "pread"} and fs.before is not None:
-                fs.before = None
-                # Another process records the artifact's fate meanwhile.
-                artifact = session.store.get_artifact(name)
-                assert artifact is not None
-                artifact.mark_lost(detected_at=session.clock.now())
-                session.store.save_aggregates(artifact)
+        def settle(call: Call) -> None:
+            # Another process records the artifact's fate meanwhile.
+            artifact = session.store.get_artifact(name)
+            assert artifact is not None
+            artifact.mark_lost(detected_at=session.clock.now())
+            session.store.save_aggregates(artifact)
 
-        fs.before = before
-        report = recover_artifacts(session)
-        assert fs.before is None  # the hook ran
+        with fs.before({"read", "pread"}, settle, times=1) as hook:
+            report = recover_artifacts(session)
+        assert hook.fired == 1  # the hook ran
         assert report.sealed_partial == []
         assert state_of(session, name) == "lost"
 
     def test_a_vanished_artifact_put_back_before_it_is_recorded_is_not_lost(
-        self, session: Session, store: LocalArtifactStore, session_dir: Path, fs: HookFS
+        self,
+        session: Session,
+        store: LocalArtifactStore,
+        session_dir: Path,
+        fs: InterceptingFS,
     ) -> None:
         name = store.store([b"sealed bytes\n"], source_tool="t").filename
         path = session_dir / "tool-results" / name
         aside = session_dir / "aside"
         path.rename(aside)
-        lstats: list[str] = []
 
-        def before(op: str, args: tuple[Any, ...]) -> None:
-            if op == "lstat" and args[0] == name:
-                lstats.append(name)
-                if len(lstats) == 2:  # seen gone; back before the loss is recorded
-                    aside.rename(path)
+        def put_back(call: Call) -> None:
+            aside.rename(path)
 
-        fs.before = before
-        report = recover_artifacts(session)
-        fs.before = None
-        assert len(lstats) == 2
+        # seen gone; back before the loss is recorded
+        with fs.before("lstat", put_back, when=named(name), nth=2, times=1) as lstats:
+            report = recover_artifacts(session)
+        assert lstats.hits == 2
         assert report.marked_lost == []
         assert state_of(session, name) == "sealed"
         assert path.read_bytes() == b"sealed bytes\n"
 
     def test_a_vanished_artifact_deleted_meanwhile_is_not_marked_lost(
-        self, session: Session, store: LocalArtifactStore, session_dir: Path, fs: HookFS
+        self,
+        session: Session,
+        store: LocalArtifactStore,
+        session_dir: Path,
+        fs: InterceptingFS,
     ) -> None:
         name = store.store([b"sealed bytes\n"], source_tool="t").filename
         (session_dir / "tool-results" / name).unlink()
 
-        def before(op: str, args: tuple[Any, ...]) -> None:
-            if op == "lstat" and args[0] == name and fs.before is not None:
-                fs.before = None
-                # A collector in another process records its deletion meanwhile.
-                artifact = session.store.get_artifact(name)
-                assert artifact is not None
-                artifact.quarantine("intent", quarantined_at=session.clock.now())
-                artifact.delete(deleted_at=session.clock.now())
-                session.store.save_aggregates(artifact)
+        def delete(call: Call) -> None:
+            # A collector in another process records its deletion meanwhile.
+            artifact = session.store.get_artifact(name)
+            assert artifact is not None
+            artifact.quarantine("intent", quarantined_at=session.clock.now())
+            artifact.delete(deleted_at=session.clock.now())
+            session.store.save_aggregates(artifact)
 
-        fs.before = before
-        report = recover_artifacts(session)
-        assert fs.before is None
+        with fs.before("lstat", delete, when=named(name), times=1) as hook:
+            report = recover_artifacts(session)
+        assert hook.fired == 1
         assert report.marked_lost == []
         assert state_of(session, name) == "deleted"

@@ -216,8 +216,13 @@ def test_removal_deletes_at_the_owner_first_and_keeps_protecting_on_failure(
     with pytest.raises(ConnectionError):
         session.journal.remove_reference("tx", raising(ConnectionError("down")))
     assert session.journal.current_claims() == (claim,)
-    state = session.journal.remove_reference("tx", lambda: None)
-    assert state.current_phase is ArtifactLeasePhase.RELEASED
+    assert session.journal.remove_reference("tx", lambda: "removed") == "removed"
+    (state,) = session.journal.recover().states
+    assert state.phases == (
+        ArtifactLeasePhase.PREPARED,
+        ArtifactLeasePhase.COMMITTED,
+        ArtifactLeasePhase.RELEASED,
+    )
     assert session.journal.current_claims() == ()
     with pytest.raises(ArtifactLeaseJournalError, match="not committed"):
         session.journal.remove_reference("tx", lambda: None)

@@ -1,4 +1,8 @@
-"""Session creation and opening (S4.4), layout and permissions (S2.1, A1)."""
+"""Session creation and opening (S4.4), layout and permissions (S2.1, A1).
+
+The shipped event-store suite (`spillvault.testing.event_stores`) runs here on
+the SQLite and in-memory stores; PostgreSQL runs it in test_postgres_store.py.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +11,16 @@ import json
 import multiprocessing
 import os
 import stat
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from spillvault.adapters.session import MARKER_NAME, open_session
-from spillvault.adapters.storage.fs import OsFileSystem
-from spillvault.adapters.storage.memory_store import forget_memory_store
+from spillvault.adapters.storage.fs import OS_FILESYSTEM, OsFileSystem
+from spillvault.adapters.storage.memory_store import MemoryBackend, forget_memory_store
+from spillvault.adapters.storage.sqlite_store import STORE_NAME, SQLiteBackend
 from spillvault.domain.errors import ArtifactAccessError, ArtifactLeaseJournalError
-from spillvault.domain.numbering import ARTIFACT_NUMBERS_ID
+from spillvault.testing import event_stores as event_store_conformance
 
 from support.fakes import FakeClock, RecordingFileSystem
 from support.leases import T0, transaction
@@ -24,10 +29,50 @@ from support.workers import create_and_prepare
 
 if TYPE_CHECKING:
     from pathlib import Path
+    from uuid import UUID
 
 
 def mode(path: Path) -> int:
     return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+# the shipped event-store suite -------------------------------------------------
+
+
+class TestSQLiteEventStore(event_store_conformance.EventStoreTestCase):
+    prepared_at = T0
+
+    def session_kwargs(self) -> dict[str, Any]:
+        return {}  # the default store
+
+    def create_backend(self, session_dir: str, store_id: UUID) -> SQLiteBackend:
+        return SQLiteBackend(
+            OS_FILESYSTEM, self.open_directory(session_dir), session_dir
+        )
+
+    def remove_store(self, session_dir: str, store_id: str) -> None:
+        os.unlink(os.path.join(session_dir, STORE_NAME))
+
+
+class TestMemoryEventStore(event_store_conformance.EventStoreTestCase):
+    prepared_at = T0
+
+    def session_kwargs(self) -> dict[str, Any]:
+        return {"event_store": "memory"}
+
+    def create_backend(self, session_dir: str, store_id: UUID) -> MemoryBackend:
+        return MemoryBackend(
+            OS_FILESYSTEM, self.open_directory(session_dir), session_dir
+        )
+
+    def remove_store(self, session_dir: str, store_id: str) -> None:
+        # as the process's exit would
+        forget_memory_store(
+            OS_FILESYSTEM, self.open_directory(session_dir), session_dir
+        )
+
+
+# creation and opening ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077, 0o002, 0o000])
@@ -50,19 +95,6 @@ def test_a_brand_new_dir_is_created_private_whatever_the_umask(
         assert mode(session_dir / name) == 0o600, name
 
 
-def test_marker_names_the_store_and_reopening_agrees(session_dir: Path) -> None:
-    with open_session(session_dir) as first:
-        store_id = first.store_id
-        first.store.prepare_lease(transaction("session-a", "tx-1"))
-    marker = json.loads((session_dir / MARKER_NAME).read_text())
-    assert marker["store_id"] == store_id
-    assert marker["session_id"] == "session-a"
-    assert marker["event_store"] == "sqlite"
-    with open_session(session_dir) as again:
-        assert again.store_id == store_id
-        assert again.store.get_lease("tx-1").state == "prepared"
-
-
 def test_sqlite_store_is_wal_with_full_sync(session_dir: Path) -> None:
     with open_session(session_dir) as session:
         datastore = session.store.recorder.datastore  # type: ignore[attr-defined]
@@ -73,27 +105,6 @@ def test_sqlite_store_is_wal_with_full_sync(session_dir: Path) -> None:
             synchronous = cursor.fetchone()[0]
     assert journal_mode == "wal"
     assert synchronous == 2  # FULL
-
-
-def test_removing_the_store_is_refused_and_nothing_is_recreated(
-    session_dir: Path,
-) -> None:
-    open_session(session_dir).close()
-    (session_dir / "events.sqlite3").unlink()
-    with pytest.raises(ArtifactLeaseJournalError, match="event store missing"):
-        open_session(session_dir)
-    assert not (session_dir / "events.sqlite3").exists()
-
-
-def test_removing_the_marker_of_a_used_session_is_refused(session_dir: Path) -> None:
-    with open_session(session_dir) as session:
-        session.store.prepare_lease(transaction("session-a", "tx-1"))
-    (session_dir / MARKER_NAME).unlink()
-    with pytest.raises(
-        ArtifactLeaseJournalError, match=r"marker session\.json missing"
-    ):
-        open_session(session_dir)
-    assert not (session_dir / MARKER_NAME).exists()
 
 
 def test_missing_marker_beside_artifacts_is_refused(session_dir: Path) -> None:
@@ -222,24 +233,14 @@ def test_an_unknown_event_store_value_is_refused(session_dir: Path) -> None:
     assert not session_dir.exists()
 
 
-def test_memory_store_is_shared_in_process_and_refused_once_gone(
-    session_dir: Path,
-) -> None:
+def test_memory_store_is_shared_in_process(session_dir: Path) -> None:
+    # Once forgotten (a process exit) it is refused: TestMemoryEventStore.
     with open_session(session_dir, event_store="memory") as one:
         one.store.prepare_lease(transaction("session-a", "tx-1"))
         with open_session(session_dir, event_store="memory") as two:
             assert two.store.get_lease("tx-1").state == "prepared"
             assert two.lock is one.lock
-        forget_memory_store(one.fs, one.dir_fd, one.path)
-    with pytest.raises(ArtifactLeaseJournalError, match="event store missing"):
-        open_session(session_dir, event_store="memory")
-
-
-def test_opening_with_another_kind_of_store_is_refused(session_dir: Path) -> None:
-    open_session(session_dir, event_store="memory").close()
-    with pytest.raises(ArtifactLeaseJournalError, match="created with the memory"):
-        open_session(session_dir)
-    assert not (session_dir / "events.sqlite3").exists()
+            assert two.store is not one.store
 
 
 def test_every_durable_step_of_creation_goes_through_the_seam(
@@ -299,32 +300,3 @@ def test_missing_marker_beside_quarantined_files_is_refused(session_dir: Path) -
     (session_dir / ".quarantine" / "intent-1").mkdir()
     with pytest.raises(ArtifactLeaseJournalError, match="quarantined files"):
         open_session(session_dir)
-
-
-def test_the_process_environment_cannot_redirect_the_store(
-    session_dir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    monkeypatch.setenv("PERSISTENCE_MODULE", "eventsourcing.popo")
-    monkeypatch.setenv("SQLITE_DBNAME", str(tmp_path / "elsewhere.db"))
-    monkeypatch.setenv("SPILLVAULT_PERSISTENCE_MODULE", "eventsourcing.popo")
-    with open_session(session_dir) as session:
-        session.store.prepare_lease(transaction("session-a", "tx-1"))
-    monkeypatch.delenv("PERSISTENCE_MODULE")
-    monkeypatch.delenv("SPILLVAULT_PERSISTENCE_MODULE")
-    with open_session(session_dir) as again:
-        assert again.store.get_lease("tx-1").state == "prepared"
-    assert not (tmp_path / "elsewhere.db").exists()
-
-
-def test_the_number_counter_loads_from_a_snapshot_not_its_history(
-    session_dir: Path,
-) -> None:
-    # A spill reserves a number: loading the counter must not replay every
-    # reservation the session ever made.
-    with open_session(session_dir) as session:
-        numbers = [session.store.reserve_artifact_number() for _ in range(70)]
-        assert numbers == list(range(1, 71))
-        snapshots = session.store.snapshots
-        assert snapshots is not None
-        versions = [s.originator_version for s in snapshots.get(ARTIFACT_NUMBERS_ID)]
-        assert versions == [32, 64]

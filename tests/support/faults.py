@@ -1,4 +1,4 @@
-"""Fault injection: a filling-up seam and real tmpfs mounts (root; required in CI)."""
+"""Fault injection: a filling-up disk and real tmpfs mounts (root; required in CI)."""
 
 from __future__ import annotations
 
@@ -7,46 +7,40 @@ import gc
 import os
 import subprocess
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
-from spillvault.adapters.storage.fs import OsFileSystem
-
 from support.pgserver import in_ci
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from pathlib import Path
 
+    from support.intercept import Call
 
-class FailingFS(OsFileSystem):
-    """The real seam, with writes that hit a full disk once armed.
 
-    `fail_writes_after(n)` lets `n` more bytes land (a short write may take the
-    last of them, as a nearly full disk does), then every write raises `err`.
+@dataclass
+class FullDisk:
+    """An `around` hook for `write`: a disk with `room` bytes left, then `err`.
+
+    `room` more bytes land (a short write may take the last of them, as a
+    nearly full disk does), then every write raises `err`; `failures` counts
+    the writes refused.
     """
 
-    def __init__(self) -> None:
-        self.bytes_left: int | None = None
-        self.err = errno.ENOSPC
-        self.failures = 0
+    room: int
+    err: int = errno.ENOSPC
+    failures: int = 0
 
-    def fail_writes_after(self, nbytes: int, err: int = errno.ENOSPC) -> None:
-        self.bytes_left = nbytes
-        self.err = err
-
-    def disarm(self) -> None:
-        self.bytes_left = None
-
-    def write(self, fd: int, data: bytes) -> int:  # type: ignore[override]
-        if self.bytes_left is None:
-            return os.write(fd, data)
-        if self.bytes_left <= 0:
+    def __call__(self, call: Call, write: Callable[..., int]) -> int:
+        """Write what still fits, or fail."""
+        if self.room <= 0:
             self.failures += 1
             raise OSError(self.err, os.strerror(self.err))
-        written = os.write(fd, data[: self.bytes_left])
-        self.bytes_left -= written
+        written = write(call["fd"], call["data"][: self.room])
+        self.room -= written
         return written
 
 

@@ -17,7 +17,7 @@ from spillvault.adapters.session import (
     Session,
     open_session,
 )
-from spillvault.domain.enums import ArtifactCleanupStatus
+from spillvault.domain.enums import ArtifactCleanupReason, ArtifactCleanupStatus
 from spillvault.domain.values import (
     ArtifactCleanupPolicy,
     ArtifactReference,
@@ -149,15 +149,30 @@ def statuses(result: ArtifactCleanupPlan | ArtifactCleanupReport) -> dict[str, S
     return {name: d.status for name, d in by_name(result).items()}
 
 
+def applied(
+    report: ArtifactCleanupReport, plan: ArtifactCleanupPlan
+) -> dict[str, Status]:
+    """The candidates' statuses; every other decision of the plan is carried as is."""
+    assert [d.filename for d in report.decisions] == [
+        d.filename for d in plan.decisions
+    ]
+    assert report.planned_at == plan.planned_at
+    candidates = {d.filename for d in plan.candidates()}
+    for planned, reported in zip(plan.decisions, report.decisions, strict=True):
+        if planned.filename not in candidates:
+            assert reported == planned
+    return {n: s for n, s in statuses(report).items() if n in candidates}
+
+
 def assert_readable(decision: ArtifactCleanupDecision, *paths: Path) -> None:
-    """A reason is a phrase of words a person can read, holding no path."""
-    reason = decision.reason
-    assert isinstance(reason, str), decision
-    assert reason.strip(), decision
-    assert re.search(r"[A-Za-z]{2,} [A-Za-z]{2,}", reason), decision
-    assert reason.isprintable(), decision
+    """A reason is a code; its detail a phrase a person can read, holding no path."""
+    assert decision.reason in set(ArtifactCleanupReason), decision
+    assert re.fullmatch(r"[a-z]+(_[a-z]+)+", decision.reason), decision
+    detail = decision.detail
+    assert re.search(r"[A-Za-z]{2,} [A-Za-z]{2,}", detail), decision
+    assert detail.isprintable(), decision
     for path in paths:
-        assert str(path) not in reason, decision
+        assert str(path) not in detail, decision
 
 
 def assert_path_free(data: dict[str, Any], *paths: Path) -> None:

@@ -614,7 +614,7 @@ class Reconcile(Operation):
             assert isinstance(reports, list)
             statuses = [(r.transaction_id, r.status, r.reason) for r in reports]
             expected = [
-                ("tx-p", ArtifactReconciliationStatus.ABORTED, "absence_sealed")
+                ("tx-p", ArtifactReconciliationStatus.ABORTED, "owner_sealed_absence")
             ]
             if statuses != expected:
                 problems.append(
@@ -698,17 +698,25 @@ class GcApply(Operation):
             return
         report = outcome.value
         assert isinstance(report, ArtifactCleanupReport)
-        # Nothing else touches the files: no race to detect, only deletions.
+        # Nothing else touches the files: no race to detect, only deletions; an
+        # injected EACCES may deny one, and stops the run (report.error).
+        plan = run.data["plan"]
+        candidates = {d.filename for d in plan.candidates()}
+        reached = [d for d in report.decisions if d.filename in candidates]
         problems.extend(
             f"apply gave {decision.filename} {decision.status}: {decision.reason}"
-            for decision in report.decisions
+            for decision in reached
             if decision.status is not Status.DELETED
+            and not (
+                report.error is not None and decision.reason == "artifact_delete_denied"
+            )
+            and decision.filename not in report.untouched
         )
         run.data["reported_deleted"] = {
             d.filename for d in report.decisions if d.status is Status.DELETED
         }
-        if report.error is None and len(report.decisions) != 2:
-            problems.append(f"apply without error decided {report.decisions}")
+        if report.error is None and report.untouched:
+            problems.append(f"apply without error left {report.untouched} untouched")
 
     def check_after(
         self, session: Session, run: Run, outcome: Outcome, problems: list[str]

@@ -20,13 +20,14 @@ A child talks to its parent over a pipe:
 - `("error", traceback)` if anything raised; the child then exits with 1.
 
 Where a child dies is chosen by counting, not by a timer, so the same work is
-done on a fast machine and on a loaded one. Its seam (`StoppingFS`) counts the
-mutating file-system steps of each operation (operation 0 is `open_session`,
-the recovery pass; then 1, 2, ... in order). `Orders.stop` = `(op, step)`
-halts the child just before that step of that operation, or, if the
-operation ends first, right after it (between two operations). Without a stop
-point the child runs freely and the parent kills it on a timer (the
-asynchronous cycles: a kill can land inside a system call there).
+done on a fast machine and on a loaded one. Its `Stopper`, hooked into the
+seam (an `InterceptingFS`), counts the mutating file-system steps of each
+operation (operation 0 is `open_session`, the recovery pass; then 1, 2, ...
+in order). `Orders.stop` = `(op, step)` halts the child just before that step
+of that operation, or, if the operation ends first, right after it (between
+two operations). Without a stop point the child runs freely and the parent
+kills it on a timer (the asynchronous cycles: a kill can land inside a system
+call there).
 
 The child loops until its parent kills it with SIGKILL. The parent reads
 while the child works, so a send never blocks; a message a kill cuts short
@@ -45,15 +46,15 @@ import traceback
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from spillvault.adapters.owners.owner_common import RECORD_TABLE
 from spillvault.adapters.owners.sqlite_owner import SQLiteOwner
 from spillvault.adapters.services.lease_projection import session_projection
 from spillvault.adapters.session import Session, open_session
-from spillvault.adapters.storage.fs import OsFileSystem
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.enums import ArtifactCleanupStatus
+from spillvault.domain.machines import LEASE_MACHINE
 from spillvault.domain.values import (
     ArtifactCleanupPolicy,
     ArtifactReference,
@@ -61,12 +62,12 @@ from spillvault.domain.values import (
 )
 
 from support.crashfs import COUNTED
+from support.intercept import InterceptingFS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from multiprocessing.connection import Connection
 
-T = TypeVar("T")
+    from support.intercept import Call
 
 MiB = 1 << 20
 GC_TTL_SECONDS = 3600.0
@@ -109,33 +110,26 @@ class Orders:
 MUTATING = sorted(COUNTED - {"open", "mark"})  # open counts only when it creates
 
 
-class StoppingFS(OsFileSystem):
-    """The real seam, counting each operation's mutating steps; it halts at `stop`."""
+def _creates(call: Call) -> bool:
+    """Say whether an `open` may create or truncate."""
+    return bool(call["flags"] & (os.O_CREAT | os.O_TRUNC))
+
+
+class Stopper:
+    """Counts each operation's mutating steps through the seam; halts at `stop`."""
 
     def __init__(self, conn: Connection, stop: tuple[int, int] | None) -> None:
         self.conn = conn
         self.stop = stop
         self.op = 0
         self.steps = 0
-        for name in MUTATING:
-            setattr(self, name, self._counted(getattr(OsFileSystem, name)))
 
-    def _counted(self, real: Callable[..., T]) -> Callable[..., T]:
-        def step(*args: Any, **kwargs: Any) -> T:
-            self.step()
-            return real(*args, **kwargs)
+    def hook(self, fs: InterceptingFS) -> None:
+        """Count the mutating calls through `fs` (`open` when it may create)."""
+        fs.before(MUTATING, self.step)
+        fs.before("open", self.step, when=_creates)
 
-        return step
-
-    def open(  # type: ignore[override]
-        self, path: str, flags: int, mode: int = 0o777, *, dir_fd: int | None = None
-    ) -> int:
-        """Open; a step when it may create or truncate."""
-        if flags & (os.O_CREAT | os.O_TRUNC):
-            self.step()
-        return os.open(path, flags, mode, dir_fd=dir_fd)
-
-    def step(self) -> None:
+    def step(self, call: Call) -> None:
         """Count one step of the running operation; halt before the chosen one."""
         self.steps += 1
         if self.stop == (self.op, self.steps):
@@ -176,13 +170,15 @@ def fork_child(orders: Orders) -> tuple[int, Connection]:
 
 def run(conn: Connection, orders: Orders) -> None:
     """Recover the session, report it, then work until killed (or exit if told)."""
-    fs = StoppingFS(conn, orders.stop)
+    stopper = Stopper(conn, orders.stop)
+    fs = InterceptingFS()
+    stopper.hook(fs)
     conn.send(("opening",))
     started = time.perf_counter()
     session = open_session(orders.session_dir, fs=fs)
     elapsed = time.perf_counter() - started
     recovery = session.recovery.to_dict() if session.recovery is not None else {}
-    conn.send(("recovered", elapsed, recovery, fs.steps))
+    conn.send(("recovered", elapsed, recovery, stopper.steps))
     owner = SQLiteOwner(orders.owner_path)
     conn.send(("report", inspect(session, orders)))
     if orders.check_only:
@@ -190,7 +186,7 @@ def run(conn: Connection, orders: Orders) -> None:
         return
     if conn.recv() != "go":  # the parent checks the report while we wait
         return
-    Worker(conn, session, owner, orders, fs).run()
+    Worker(conn, session, owner, orders, stopper).run()
 
 
 def inspect(session: Session, orders: Orders) -> dict[str, Any]:
@@ -212,6 +208,7 @@ def inspect(session: Session, orders: Orders) -> dict[str, Any]:
             state.current_phase.value,
         )
         for state in recovered.states
+        if state.current_phase in LEASE_MACHINE.live_states
     }
     owner = owner_rows(orders.owner_path)
     phases: dict[str, str | None] = {}
@@ -283,10 +280,10 @@ class Worker:
         session: Session,
         owner: SQLiteOwner,
         orders: Orders,
-        fs: StoppingFS,
+        stopper: Stopper,
     ) -> None:
         self.conn = conn
-        self.fs = fs
+        self.stopper = stopper
         self.session = session
         self.owner = owner
         self.orders = orders
@@ -300,14 +297,14 @@ class Worker:
 
     def run(self) -> None:
         if self.orders.big is not None:
-            self.fs.next_operation()
+            self.stopper.next_operation()
             self.big_spill()
         elif self.orders.gc_first:
-            self.fs.next_operation()
+            self.stopper.next_operation()
             self.gc()
         while True:
             self.count += 1
-            self.fs.next_operation()
+            self.stopper.next_operation()
             getattr(self, self.choose())()
 
     def choose(self) -> str:
@@ -414,7 +411,11 @@ class Worker:
         report = ext.apply_cleanup_from_journal(plan, self.session.journal, now=now)
         self.ack(
             "gc_apply",
-            outcomes={d.filename: d.status.value for d in report.decisions},
+            outcomes={
+                d.filename: d.status.value
+                for d in report.decisions
+                if d.filename in gone
+            },
             error=report.error,
         )
 

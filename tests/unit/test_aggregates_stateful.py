@@ -623,7 +623,7 @@ class AggregatesMachine(RuleBasedStateMachine):
 AggregatesMachine.TestCase.settings = settings(
     max_examples=150, stateful_step_count=40, deadline=None
 )
-TestAggregatesStateful = AggregatesMachine.TestCase
+TestAggregatesStateful = pytest.mark.slow(AggregatesMachine.TestCase)
 
 
 # ---------------------------------------------------------------------------

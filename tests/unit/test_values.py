@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -179,9 +180,10 @@ def test_claims_name_their_session() -> None:
 def test_memory_reference_has_exactly_the_fields_of_spec() -> None:
     digest = "f" * 64
     source = ArtifactSource("artifact:s:tool_result_001.txt:ffffffffffff", "grep", "t")
-    reference = ArtifactReference("/h", "summary", "grep", source, 10, digest)
+    reference = ArtifactReference(Path("/h"), "summary", "grep", source, 10, digest)
     memory = reference.for_memory()
     assert isinstance(memory, ArtifactMemoryReference)
+    assert memory.artifact_path == reference.handle == "/h"  # JSON-ready text
     assert set(memory.to_dict()) == {
         "summary", "artifact_path", "content_sha256", "source_tool", "source",
     }  # fmt: skip
@@ -207,14 +209,18 @@ def test_contradictory_observations_are_refused(kwargs: dict, fault: str) -> Non
 
 def test_reconciliation_reports_carry_exactly_four_fields() -> None:
     report = ArtifactReconciliationReport(
-        "t", ArtifactReconciliationStatus.PENDING_UNKNOWN, "owner_unknown", 3
+        "t", ArtifactReconciliationStatus.PENDING_UNKNOWN, "owner_result_unknown", 3
     )
     assert report.to_dict() == {
         "transaction_id": "t",
         "status": "pending_unknown",
-        "reason": "owner_unknown",
+        "reason": "owner_result_unknown",
         "observed_generation": 3,
     }
+    with pytest.raises(ValueError, match="ArtifactReconciliationReason"):
+        ArtifactReconciliationReport(
+            "t", ArtifactReconciliationStatus.PENDING_UNKNOWN, "the owner is down"
+        )
 
 
 # ---------------------------------------------------------------- cleanup policy
