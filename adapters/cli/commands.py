@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
+import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
 from spillvault.adapters.cli.policy_file import load_policy_file
+from spillvault.adapters.cli.run import CommandRun
 from spillvault.adapters.harness.capping import cap_lines
 from spillvault.adapters.session import open_session
 from spillvault.adapters.storage.layout import TOOL_RESULTS_DIR
@@ -16,7 +17,7 @@ from spillvault.domain.errors import ArtifactAccessError, ArtifactSessionReadOnl
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from spillvault.adapters.services.externalizer import GateOutcome
     from spillvault.adapters.session import Session, ToolResultExternalizer
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
 
 SESSION_ENV = "SPILLVAULT_SESSION"
 DEFAULT_SESSION = os.path.join(".spillvault", "session")
-_READ_SIZE = 1 << 16
 _MAX_LINE = 2000
 
 
@@ -101,41 +101,57 @@ def run_command(args: argparse.Namespace) -> int:
     policy: SpillPolicy | None = None
     if args.policy:
         policy = load_policy_file(args.policy)
+    tee = sys.stderr.buffer if _tee_wanted(args) else None
     with open_session(session_dir(args, create=True), policy=policy) as session:
         ext = session.externalizer
         limit = ext.policy.limit_for(args.tool)
         threshold = limit.limit * (1 if limit.unit == "bytes" else 4)
-        process = subprocess.Popen(  # noqa: S603 - the user's own command, no shell
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-        )
-        assert process.stdout is not None  # noqa: S101 - PIPE given
-        outcome = _gate_output(ext, args.tool, process.stdout.read, threshold)
-        code = process.wait()
-    _emit(args, str(outcome.content), {**_outcome_dict(outcome), "exit_code": code})
+        with CommandRun(command, timeout=args.timeout, tee=tee) as run:
+            outcome = _gate_output(
+                ext, args.tool, run.chunks(), threshold, lambda: run.interrupted
+            )
+            code = run.wait()
+    data = {**_outcome_dict(outcome), "exit_code": code}
+    if run.signalled is not None:
+        data["signal"] = signal.Signals(run.signalled).name
+    data["timed_out"] = run.timed_out
+    _emit(args, str(outcome.content), data)
     return code
+
+
+def _tee_wanted(args: argparse.Namespace) -> bool:
+    """Copy output to stderr live: --tee, --no-tee, else when stdout is a terminal."""
+    if args.tee is not None:
+        return bool(args.tee)
+    return sys.stdout.isatty()
 
 
 def _gate_output(
     ext: ToolResultExternalizer,
     tool: str,
-    read: Callable[[int], bytes],
+    chunks: Iterator[bytes],
     threshold: int,
+    interrupted: Callable[[], bool],
 ) -> GateOutcome:
+    """Gate a whole short text output; stream a long, binary or cut-short one."""
     buffered = bytearray()
-    while len(buffered) <= threshold:
-        data = read(_READ_SIZE)
-        if not data:
+    for data in chunks:
+        buffered += data
+        if len(buffered) > threshold:
+            break
+    else:
+        if not interrupted():
             try:
                 text = buffered.decode("utf-8")
             except UnicodeDecodeError:
-                break  # not text: store the bytes verbatim through a stream
-            return ext.process(text, tool)
-        buffered += data
+                pass  # not text: store the bytes verbatim through a stream
+            else:
+                return ext.process(text, tool)
     stream = ext.open_stream(tool)
     stream.write(bytes(buffered))
-    while data := read(_READ_SIZE):
+    for data in chunks:
         stream.write(data)
-    return stream.close()
+    return stream.close(interrupted=interrupted())
 
 
 def read_command(args: argparse.Namespace) -> int:

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import json
 import re
+import signal
 import sys
 from datetime import timedelta
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Final
 
+from spillvault.adapters.cli.run import (
+    EXIT_NOT_FOUND,
+    EXIT_OWN_FAILURE,
+    CommandNotStartedError,
+)
 from spillvault.adapters.owners.owner_common import ArtifactOwnerError
 from spillvault.domain.bounds import MAX_SIZE, shown
 from spillvault.domain.errors import (
@@ -45,6 +52,12 @@ def _integer_flag(low: int, what: str) -> Callable[[str], int]:
         return number
 
     return parse
+
+
+def _timeout_seconds(text: str) -> float | None:
+    """Parse `--timeout` as a duration; 0 means none, as for timeout(1)."""
+    seconds = parse_duration(text).total_seconds()
+    return seconds or None
 
 
 def byte_range(text: str) -> tuple[int, int]:
@@ -114,8 +127,22 @@ def _add_artifact_commands(commands: Any) -> None:
     _session_option(run)
     run.add_argument("--tool", default="bash", help="tool name for the limits (bash)")
     run.add_argument("--policy", metavar="FILE", help="a TOML spill policy")
+    run.add_argument(
+        "--timeout",
+        type=_timeout_seconds,
+        metavar="DURATION",
+        help="kill the command's process group after DURATION (90, 90s, 5m); "
+        "the output so far is kept as a partial artifact, and the exit status is 124",
+    )
+    run.add_argument(
+        "--tee",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="copy the output to stderr as it arrives (default: when stdout is a "
+        "terminal)",
+    )
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARG...]")
-    run.set_defaults(handler=_handler("run_command"))
+    run.set_defaults(handler=_handler("run_command"), failure_status=EXIT_OWN_FAILURE)
 
     read = commands.add_parser("read", help="print verified lines or bytes")
     _session_option(read)
@@ -287,8 +314,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return EXIT_USAGE
+    own_failure: int | None = getattr(args, "failure_status", None)
     try:
         return handler(args)
+    except CommandNotStartedError as error:
+        not_found = error.status == EXIT_NOT_FOUND
+        code = "command_not_found" if not_found else "command_not_executable"
+        return _fail(args, code, str(error), error.status)
+    except KeyboardInterrupt:
+        # Ctrl-C outside a wrapped command's lifetime: quiet, as a shell reports it.
+        return 128 + signal.SIGINT
     except (
         ArtifactAccessError,
         ArtifactIntegrityError,
@@ -297,11 +332,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         ArtifactOwnerError,
         SpillPolicyError,
     ) as error:
-        sys.stderr.write(f"spillvault: {type(error).__name__}: {error}\n")
-        return EXIT_REFUSED
+        message = f"{type(error).__name__}: {error}"
+        return _fail(args, _code_of(error), message, own_failure or EXIT_REFUSED)
     except (ValueError, OSError, TimeoutError) as error:
-        sys.stderr.write(f"spillvault: {error}\n")
-        return EXIT_FAILED
+        return _fail(args, _code_of(error), str(error), own_failure or EXIT_FAILED)
+
+
+def _fail(args: argparse.Namespace, code: str, message: str, status: int) -> int:
+    """Report a failure in one stderr line, and as one JSON object under --json."""
+    sys.stderr.write(f"spillvault: {message}\n")
+    if getattr(args, "json", False):
+        error = {"error": {"code": code, "message": message, "exit_status": status}}
+        sys.stdout.write(json.dumps(error, ensure_ascii=False, sort_keys=True) + "\n")
+    return status
+
+
+def _code_of(error: BaseException) -> str:
+    """Name an error for machines: its class name in snake_case."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(error).__name__).lower()
 
 
 if __name__ == "__main__":

@@ -504,12 +504,19 @@ class GateStream:
         except Exception as error:  # noqa: BLE001 - S2.4: seal what was stored
             self._failed = error
 
-    def close(self) -> GateOutcome:
-        """Seal (or seal partial after a failure) and return the gated preview."""
+    def close(self, *, interrupted: bool = False) -> GateOutcome:
+        """Seal and return the gated preview; partial after a failure or interruption.
+
+        `interrupted` says the producer was stopped (a signal, a timeout) before
+        its output ended: what arrived is kept, sealed as partial (S2.4).
+        """
         ext = self._externalizer
-        if self._failed is None:
+        if self._failed is None and not interrupted:
             artifact = self._stream.close()
             reason = "spilled"
+        elif self._failed is None:
+            artifact = self._stream.fail()
+            reason = "interrupted"
         else:
             logger.warning(
                 "spillvault: a %s stream failed (%s); kept what was stored as partial",
@@ -518,19 +525,21 @@ class GateStream:
             )
             artifact = self._stream.fail()
             reason = "store_failed"
-            if artifact.state == ArtifactState.OPEN:
-                # Even the partial seal could not be recorded (a full disk):
-                # there is no digest to reference yet; the next open seals it.
-                return GateOutcome(self._unsealed_notice(artifact), reason)
+        if artifact.state == ArtifactState.OPEN:
+            # Even the partial seal could not be recorded (a full disk):
+            # there is no digest to reference yet; the next open seals it.
+            return GateOutcome(self._unsealed_notice(artifact), reason)
         reference = ext.store.reference_for(artifact)
         key_lines = self._scanner.result()
         return ext._gate_stored(artifact, reference, key_lines, reason)  # noqa: SLF001
 
     def _unsealed_notice(self, artifact: Artifact) -> str:
         """Say what happened to a stream whose partial seal failed too (S2.4)."""
+        failed = self._failed
+        why = "interrupted" if failed is None else f"{type(failed).__name__}: {failed}"
         return (
             f"[spillvault: the {self._tool_name} output could not be stored "
-            f"({type(self._failed).__name__}: {self._failed}); the bytes written so "
+            f"({why}); the bytes written so "
             f"far stay in artifact {artifact.filename}, which the next session "
             "open seals as partial]"
         )

@@ -1,0 +1,176 @@
+"""`spillvault run` as a Unix wrapper (issue 15 §2): groups, signals, exit statuses."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from support.tiers import HANG_GUARD_SECONDS
+
+SCRIPT = str(Path(sys.executable).parent / "spillvault")
+# A tree: the shell, a background job (which ignores SIGINT, as POSIX has it for
+# a non-interactive shell) and a foreground job, each writing its pid.
+TREE = "echo $$ > pids; sleep 60 & echo $! >> pids; sleep 60 & echo $! >> pids; wait"
+
+
+def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [SCRIPT, "run", "--session", str(tmp_path / "s"), *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=HANG_GUARD_SECONDS,
+        check=False,
+    )
+
+
+def artifacts(tmp_path: Path) -> list[dict[str, object]]:
+    listed = subprocess.run(
+        [SCRIPT, "ls", "--session", str(tmp_path / "s"), "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=HANG_GUARD_SECONDS,
+    )
+    found: list[dict[str, object]] = json.loads(listed.stdout)["artifacts"]
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Tell whether `pid` runs (a zombie waiting for its reaper is dead)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def wait_for(condition: object, what: str) -> None:
+    """Poll a state (not a time) until it holds; the guard only stops a hang."""
+    deadline = time.monotonic() + HANG_GUARD_SECONDS
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up waiting for {what}")
+        time.sleep(0.02)
+
+
+def test_the_commands_own_status_passes_through(tmp_path: Path) -> None:
+    done = run(tmp_path, "--", "bash", "-c", "echo out; exit 3")
+    assert (done.returncode, done.stdout) == (3, "out\n")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_a_command_killed_by_a_signal_exits_128_plus_its_number(
+    tmp_path: Path, signum: int
+) -> None:
+    done = run(tmp_path, "--", "bash", "-c", f"kill -{signum} $$")
+    assert done.returncode == 128 + signum
+
+
+def test_a_missing_command_is_127_and_one_line(tmp_path: Path) -> None:
+    done = run(tmp_path, "--", "no-such-command-here")
+    assert done.returncode == 127
+    assert done.stderr == "spillvault: no-such-command-here: command not found\n"
+
+
+def test_a_file_that_cannot_be_executed_is_126(tmp_path: Path) -> None:
+    script = tmp_path / "script"
+    script.write_text("echo hi\n")
+    script.chmod(0o644)
+    done = run(tmp_path, "--", str(script))
+    assert done.returncode == 126
+    assert done.stderr.count("\n") == 1
+
+
+def test_spillvaults_own_failure_is_125(tmp_path: Path) -> None:
+    bad = tmp_path / "policy.toml"
+    bad.write_text("default = [\n")
+    done = run(tmp_path, "--policy", str(bad), "--", "true")
+    assert done.returncode == 125
+    assert done.stderr.startswith("spillvault: ")
+    assert done.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "status", "code"),
+    [
+        (["--", "no-such-command-here"], 127, "command_not_found"),
+        (["--policy", "missing.toml", "--", "true"], 125, None),
+    ],
+)
+def test_with_json_stdout_is_one_object_errors_included(
+    tmp_path: Path, argv: list[str], status: int, code: str | None
+) -> None:
+    done = run(tmp_path, "--json", *argv)
+    assert done.returncode == status
+    error = json.loads(done.stdout)["error"]
+    assert error["exit_status"] == status
+    assert error["message"]
+    if code is not None:
+        assert error["code"] == code
+
+
+def test_a_timeout_kills_the_group_keeps_a_partial_artifact_and_exits_124(
+    tmp_path: Path,
+) -> None:
+    done = run(
+        tmp_path, "--timeout", "1", "--json", "--", "bash", "-c", "echo begun; " + TREE
+    )
+    assert done.returncode == 124
+    assert json.loads(done.stdout)["timed_out"] is True
+    assert [a["state"] for a in artifacts(tmp_path)] == ["partial"]
+    pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+    wait_for(lambda: not any(map(alive, pids)), "the timed-out tree to be gone")
+
+
+def test_tee_copies_output_to_stderr_as_it_arrives(tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    child = subprocess.Popen(
+        [SCRIPT, "run", "--session", str(tmp_path / "s"), "--tee", "--", "bash", "-c",
+         f"echo ready; while [ ! -e {go} ]; do sleep 0.01; done; echo done"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert child.stderr is not None
+    # The first line reaches stderr while the command still waits for `go`.
+    assert child.stderr.readline() == "ready\n"
+    go.touch()
+    out, err = child.communicate(timeout=HANG_GUARD_SECONDS)
+    assert (child.returncode, out, err) == (0, "ready\ndone\n", "done\n")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_signal_to_spillvault_ends_the_whole_tree(
+    tmp_path: Path, signum: int
+) -> None:
+    pid_file = tmp_path / "pids"
+    wrapper = subprocess.Popen(
+        [SCRIPT, "run", "--session", str(tmp_path / "s"), "--json", "--",
+         "bash", "-c", "echo begun; " + TREE],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    wait_for(
+        lambda: pid_file.exists() and len(pid_file.read_text().split()) == 3,
+        "the tree to write its pids",
+    )
+    pids = [int(p) for p in pid_file.read_text().split()]
+    assert all(map(alive, pids))
+    os.kill(wrapper.pid, signum)
+    out, err = wrapper.communicate(timeout=HANG_GUARD_SECONDS)
+    assert wrapper.returncode == 128 + signum
+    assert "Traceback" not in err
+    view = json.loads(out)
+    assert view["signal"] == signal.Signals(signum).name
+    wait_for(lambda: not any(map(alive, pids)), "every process of the tree to end")
+    assert [a["state"] for a in artifacts(tmp_path)] == ["partial"]
