@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import socket
+from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -282,12 +283,44 @@ def _open_locked(
         lock.release()
 
 
+_PARENT_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
 def _create_or_open_dir(fs: FileSystem, parent: str, name: str) -> int:
-    parent_fd = fs.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        parent_fd = fs.open(parent, _PARENT_FLAGS)
+    except FileNotFoundError:
+        _make_parents(fs, parent)
+        parent_fd = fs.open(parent, _PARENT_FLAGS)
     try:
         return open_private_dir(fs, name, dir_fd=parent_fd, what="session directory")
     finally:
         fs.close(parent_fd)
+
+
+def _make_parents(fs: FileSystem, parent: str) -> None:
+    """Create the missing directories above a new session, as `mkdir -p` would.
+
+    Each is private (0700) and its entry is fsynced into its own parent, so an
+    acknowledged artifact below it cannot vanish with an undurable ancestor.
+    """
+    missing = []
+    path = parent
+    while True:
+        try:
+            fs.close(fs.open(path, _PARENT_FLAGS))
+            break
+        except FileNotFoundError:
+            missing.append(path)
+            path = os.path.dirname(path)
+    for directory in reversed(missing):
+        with suppress(FileExistsError):  # another process made it meanwhile
+            fs.mkdir(directory, 0o700)
+        above = fs.open(os.path.dirname(directory), _PARENT_FLAGS)
+        try:
+            fs.fsync(above)
+        finally:
+            fs.close(above)
 
 
 def _open_existing_dir(fs: FileSystem, parent: str, name: str, path: str) -> int:

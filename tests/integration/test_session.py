@@ -15,14 +15,23 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from spillvault.adapters.session import MARKER_NAME, open_session
+from spillvault.adapters.session import (
+    MARKER_NAME,
+    ToolResultExternalizer,
+    open_session,
+)
 from spillvault.adapters.storage.fs import OS_FILESYSTEM, OsFileSystem
 from spillvault.adapters.storage.memory_store import MemoryBackend, forget_memory_store
 from spillvault.adapters.storage.sqlite_store import STORE_NAME, SQLiteBackend
-from spillvault.domain.errors import ArtifactAccessError, ArtifactLeaseJournalError
+from spillvault.domain.errors import (
+    ArtifactAccessError,
+    ArtifactLeaseJournalError,
+    ArtifactSessionNotFoundError,
+)
 from spillvault.testing import event_stores as event_store_conformance
 
 from support.fakes import FakeClock, RecordingFileSystem
+from support.intercept import InterceptingFS
 from support.leases import T0, transaction
 from support.tiers import HANG_GUARD_SECONDS
 from support.workers import create_and_prepare
@@ -300,3 +309,46 @@ def test_missing_marker_beside_quarantined_files_is_refused(session_dir: Path) -
     (session_dir / ".quarantine" / "intent-1").mkdir()
     with pytest.raises(ArtifactLeaseJournalError, match="quarantined files"):
         open_session(session_dir)
+
+
+# ---------------------------------------------- missing parents (issue 15 §4)
+
+
+def test_a_new_session_makes_its_missing_parents_like_mkdir_p(tmp_path: Path) -> None:
+    parents = [
+        tmp_path / "var",
+        tmp_path / "var" / "lib",
+        tmp_path / "var" / "lib" / "a",
+    ]
+    target = parents[-1] / "run-42"
+    fs = InterceptingFS(record={"mkdir", "fsync"})
+    with open_session(target, fs=fs) as session:
+        session.externalizer.process("hello", "bash")
+    for directory in [*parents, target]:
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory
+    # Each ancestor is made, then its entry is fsynced into its own parent.
+    ops = [(call.op, call.args[0] if call.op == "mkdir" else None) for call in fs.calls]
+    assert ops[:6] == [
+        ("mkdir", str(parents[0])), ("fsync", None),
+        ("mkdir", str(parents[1])), ("fsync", None),
+        ("mkdir", str(parents[2])), ("fsync", None),
+    ]  # fmt: skip
+
+
+def test_the_seed_constructor_takes_a_path_whose_parents_are_missing(
+    tmp_path: Path,
+) -> None:
+    target = tmp_path / "sessions" / "deep" / "run-42"
+    ext = ToolResultExternalizer(target)
+    try:
+        assert ext.tool_results_dir == target / "tool-results"
+    finally:
+        ext.close()
+    assert (target / MARKER_NAME).is_file()
+
+
+def test_opening_an_existing_session_never_makes_parents(tmp_path: Path) -> None:
+    target = tmp_path / "nowhere" / "run-42"
+    with pytest.raises(ArtifactSessionNotFoundError):
+        open_session(target, mode="open")
+    assert list(tmp_path.iterdir()) == []
