@@ -326,7 +326,7 @@ def _make_parents(fs: FileSystem, parent: str) -> None:
 def _open_existing_dir(fs: FileSystem, parent: str, name: str, path: str) -> int:
     """Open a session directory that has a marker; create and change nothing."""
     try:
-        parent_fd = fs.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        parent_fd = fs.open(parent, _PARENT_FLAGS)
     except (FileNotFoundError, NotADirectoryError):
         raise _not_found(path, "no such directory") from None
     try:
