@@ -68,6 +68,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_spill.py
 	$(BIN)/python bench/bench_journal.py
 	$(BIN)/python bench/bench_gc.py
+	$(BIN)/python bench/bench_terminal_noise.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis

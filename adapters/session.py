@@ -64,6 +64,7 @@ from spillvault.domain.errors import (
     ArtifactSessionNotFoundError,
     ArtifactSessionReadOnlyError,
 )
+from spillvault.domain.handles import MAX_HANDLE_LENGTH, MAX_SESSION_ID_LENGTH
 from spillvault.domain.safeguards import Safeguards
 from spillvault.domain.store_identity import STORE_LAYOUT_VERSION, StoreIdentity
 from spillvault.domain.timestamps import format_timestamp
@@ -223,6 +224,7 @@ def open_session(  # noqa: PLR0913 - keyword-only injection points
             raise _not_found(path, str(error)) from None
         raise ArtifactAccessError(str(error)) from None
     if mode == "create":
+        _check_new_id_length(fs, path, session_id)
         dir_fd = _create_or_open_dir(fs, parent, name)
     else:
         dir_fd = _open_existing_dir(fs, parent, name, path)
@@ -284,6 +286,21 @@ def _open_locked(
 
 
 _PARENT_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+def _check_new_id_length(fs: FileSystem, path: str, session_id: str) -> None:
+    """Refuse a new session whose handles would pass the 64-character bound."""
+    if len(session_id) <= MAX_SESSION_ID_LENGTH:
+        return
+    try:
+        fs.lstat(os.path.join(path, MARKER_NAME))
+    except (FileNotFoundError, NotADirectoryError):
+        msg = (
+            f"session id {session_id[:100]!r} is {len(session_id)} characters: a new "
+            f"session's id is at most {MAX_SESSION_ID_LENGTH}, so that its handles "
+            f"(<session-id>/<number>) stay within {MAX_HANDLE_LENGTH}"
+        )
+        raise ArtifactAccessError(msg) from None
 
 
 def _create_or_open_dir(fs: FileSystem, parent: str, name: str) -> int:

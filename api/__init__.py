@@ -26,6 +26,11 @@ from spillvault.adapters.session import (
     ToolResultExternalizer,
     open_session,
 )
+from spillvault.adapters.storage.session_root import (
+    new_session_dir,
+    new_session_id,
+    session_root,
+)
 from spillvault.domain import (
     BASH_MAX_OUTPUT_LENGTH,
     DEFAULT_ORPHAN_TTL_SECONDS,
@@ -69,7 +74,9 @@ from spillvault.domain.cleanup import (
     ArtifactCleanupPlan,
     ArtifactCleanupReport,
 )
+from spillvault.domain.command import CommandFacts
 from spillvault.domain.enums import SizeUnit
+from spillvault.domain.handles import ArtifactHandle, parse_handle
 from spillvault.domain.policy import SpillPolicy, ToolLimit
 from spillvault.domain.reading import GrepMatch, GrepResult
 
@@ -103,6 +110,7 @@ __all__ = [
     "ArtifactCleanupReason",
     "ArtifactCleanupReport",
     "ArtifactCleanupStatus",
+    "ArtifactHandle",
     "ArtifactIntegrityError",
     "ArtifactLeaseJournalError",
     "ArtifactLeasePhase",
@@ -128,6 +136,7 @@ __all__ = [
     "ArtifactSessionReadOnlyError",
     "ArtifactSource",
     "ArtifactStoreConflict",
+    "CommandFacts",
     "ContextPolicy",
     "ContextReport",
     "ExternalizedToolResult",
@@ -148,7 +157,11 @@ __all__ = [
     "__version__",
     "gate_messages",
     "microcompact",
+    "new_session_dir",
+    "new_session_id",
     "open_session",
     "parse_artifact_source_id",
+    "parse_handle",
     "prepare_context",
+    "session_root",
 ]

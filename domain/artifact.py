@@ -9,6 +9,7 @@ from uuid import UUID, uuid5
 
 from eventsourcing.domain import AggregateCreated, AggregateEvent, BaseAggregate
 
+from .command import CommandFacts
 from .constants import CHUNK_SIZE
 from .enums import ArtifactState
 from .errors import ArtifactIntegrityError
@@ -79,6 +80,7 @@ class Artifact(BaseAggregate[UUID]):
         content: dict[str, Any] | None
         quarantine_intent: str | None
         ended_at: str | None
+        command: dict[str, Any] | None
 
     class Event(AggregateEvent):
         """Base of the artifact's own events."""
@@ -97,6 +99,8 @@ class Artifact(BaseAggregate[UUID]):
         captured_at: str
         summary: str
         content: dict[str, Any]
+        # Defaulted: events recorded before commands were kept load without it.
+        command: dict[str, Any] | None = None
 
         def apply(self, aggregate: Any) -> None:
             """Assign a sealed artifact."""
@@ -106,6 +110,7 @@ class Artifact(BaseAggregate[UUID]):
             aggregate.is_error = self.is_error
             aggregate.summary = self.summary
             aggregate.content = dict(self.content)
+            aggregate.command = None if self.command is None else dict(self.command)
 
     class StreamOpened(AggregateCreated):
         """A streaming artifact was created under its final name (S2.4)."""
@@ -145,12 +150,15 @@ class Artifact(BaseAggregate[UUID]):
         summary: str
         content: dict[str, Any]
         sealed_at: str
+        # Defaulted: events recorded before commands were kept load without it.
+        command: dict[str, Any] | None = None
 
         def apply(self, aggregate: Any) -> None:
             """Assign the sealed content."""
             aggregate.state = self.state
             aggregate.summary = self.summary
             aggregate.content = dict(self.content)
+            aggregate.command = None if self.command is None else dict(self.command)
 
     class Quarantined(Event):
         """GC moved the file aside under an intent, remembering the prior state."""
@@ -220,8 +228,9 @@ class Artifact(BaseAggregate[UUID]):
         is_error: bool,
         captured_at: datetime,
         summary: str,
+        command: CommandFacts | None = None,
     ) -> Artifact:
-        """Record a whole output stored under `filename`."""
+        """Record a whole output stored under `filename` (a command's, if given)."""
         return cls._begin_with(
             cls.Stored,
             cls.Stored.STATE,
@@ -232,6 +241,7 @@ class Artifact(BaseAggregate[UUID]):
             captured_at=format_timestamp(captured_at),
             summary=summary,
             content=content.to_payload(),
+            command=None if command is None else command.to_payload(),
         )
 
     @classmethod
@@ -283,19 +293,34 @@ class Artifact(BaseAggregate[UUID]):
         )
 
     def seal(
-        self, content: ArtifactContent, *, summary: str, sealed_at: datetime
+        self,
+        content: ArtifactContent,
+        *,
+        summary: str,
+        sealed_at: datetime,
+        command: CommandFacts | None = None,
     ) -> None:
-        """Record a stream that finished whole."""
-        self._seal("seal", content, summary, sealed_at)
+        """Record a stream that finished whole (a command's, if given)."""
+        self._seal("seal", content, summary, sealed_at, command)
 
     def seal_partial(
-        self, content: ArtifactContent, *, summary: str, sealed_at: datetime
+        self,
+        content: ArtifactContent,
+        *,
+        summary: str,
+        sealed_at: datetime,
+        command: CommandFacts | None = None,
     ) -> None:
         """Record a stream that stopped early; its bytes are kept as `partial`."""
-        self._seal("seal_partial", content, summary, sealed_at)
+        self._seal("seal_partial", content, summary, sealed_at, command)
 
     def _seal(
-        self, trigger: str, content: ArtifactContent, summary: str, at: datetime
+        self,
+        trigger: str,
+        content: ArtifactContent,
+        summary: str,
+        at: datetime,
+        command: CommandFacts | None,
     ) -> None:
         dest = ARTIFACT_MACHINE.decide(self.state, trigger)
         self.trigger_event(
@@ -304,6 +329,7 @@ class Artifact(BaseAggregate[UUID]):
             summary=summary,
             content=content.to_payload(),
             sealed_at=format_timestamp(at),
+            command=None if command is None else command.to_payload(),
         )
 
     def quarantine(self, intent_id: str, *, quarantined_at: datetime) -> None:
@@ -346,6 +372,7 @@ class Artifact(BaseAggregate[UUID]):
         self.content = None
         self.quarantine_intent = None
         self.ended_at = None
+        self.command = None
 
     @property
     def artifact_state(self) -> ArtifactState:
@@ -372,6 +399,11 @@ class Artifact(BaseAggregate[UUID]):
             chunk_sha256=tuple(data["chunk_sha256"]),
             chunk_newlines=tuple(data["chunk_newlines"]),
         )
+
+    @property
+    def command_facts(self) -> CommandFacts | None:
+        """Return what the command that produced the output did, when one did."""
+        return None if self.command is None else CommandFacts.from_payload(self.command)
 
     def source_id(self, session_id: str) -> str | None:
         """Return the source id in `session_id`, once the digest is known (S2.3)."""

@@ -1,7 +1,9 @@
-"""Key lines: the candidate lines a preview shows from the omitted middle (S1.6).
+r"""Key lines: the candidate lines a preview shows from the omitted middle (S1.6).
 
 A line is a candidate when one of the policy's key-line patterns matches its
-first `KEY_LINE_SCAN_CHARS` characters. Only the first and the last
+first `KEY_LINE_SCAN_CHARS` characters, judged as a terminal shows it (colour
+codes and overwritten progress removed, see `terminal`), so `\x1b[31mFAILED`
+is a candidate like `FAILED`. Only the first and the last
 `2 * max_key_lines` candidates are kept; the preview picks among those.
 `KeyLineScanner` finds them in a byte stream with bounded memory;
 `scan_key_lines` / `scan_region` in a text. Both agree on every input.
@@ -9,11 +11,13 @@ first `KEY_LINE_SCAN_CHARS` characters. Only the first and the last
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from typing import TYPE_CHECKING, Final
 
 from . import screen
 from .policy import fold_case
+from .terminal import clean_terminal
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -28,6 +32,7 @@ KEY_LINE_SCAN_BYTES: Final = 4 * KEY_LINE_SCAN_CHARS  # always holds those chara
 BACK_WINDOW: Final = 16 * 1024
 """Bytes a block's last candidates are first looked for in (then 4x, 16x, ...)."""
 _SLAB: Final = 1 << 20  # characters of a region split into lines at a time
+_TERMINAL_NOISE: Final = re.compile(rb"[\x1b\r]")
 
 
 class _Collector:
@@ -96,7 +101,7 @@ class KeyLineScanner:
             # The whole lines strictly between the first and the last newline.
             inner = data.count(b"\n") if newlines is None else newlines
             found: Iterable[KeyLine]
-            if self._fast and data.isascii():
+            if self._fast and data.isascii() and not _TERMINAL_NOISE.search(data):
                 found = _AsciiBlock(data, first + 1, last, inner - 1, self).key_lines()
             else:
                 # Decoding whole lines at once equals decoding each (b"\n"
@@ -118,7 +123,8 @@ class KeyLineScanner:
 
     def _current(self) -> str:
         """Return the scanned part of the current line."""
-        return self._buffer.decode("utf-8", "replace")[:KEY_LINE_SCAN_CHARS]
+        text = clean_terminal(self._buffer.decode("utf-8", "replace"))
+        return text[:KEY_LINE_SCAN_CHARS]
 
     def _end_line(self) -> None:
         """Judge the finished line and start the next."""
@@ -225,6 +231,7 @@ class _AsciiBlock:
 
 def _key_lines_in(block: str, policy: SpillPolicy) -> Iterator[KeyLine]:
     """Yield (0-based index, scanned text) of the key lines among block's lines."""
+    block = clean_terminal(block)  # keeps every newline: indices stay
     screen = policy.key_line_screen
     if screen is None:
         for index, line in enumerate(block.split("\n")):

@@ -7,10 +7,12 @@ validation needs before any output exists.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 
+from .command import SIGNAL_NAME_MAX, duration_text
 from .enums import SizeUnit
 from .graphemes import back_off_cluster, clip
 from .summary import SUMMARY_LIMIT
@@ -18,9 +20,17 @@ from .summary import SUMMARY_LIMIT
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from .command import CommandFacts
+
 KEY_LINE_SHOWN_CHARS: Final = 200
+COMMAND_SHOWN_CHARS: Final = 200
+_CUT_MARK: Final = "..."
 MAX_DIGITS: Final = 20  # any count below 2**64
 SESSION_NAME_MAX: Final = 255  # NAME_MAX: the session id is one path component
+READ_TOOL: Final = "read_artifact"
+GREP_TOOL: Final = "grep_artifact"
+SUGGESTED_READ_LIMIT: Final = 200
+"""The `limit` a notice suggests: a page a model can take in at once."""
 _BREAKING: Final = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
@@ -71,6 +81,7 @@ class PreviewSource:
     tool_use_id: str | None = None
     is_error: bool = False
     partial: bool = False
+    command: CommandFacts | None = None
 
 
 def _escape(text: str) -> str:
@@ -81,8 +92,23 @@ def _escape(text: str) -> str:
     )
 
 
+def clip_shown(text: str, limit: int) -> str:
+    """Return `text` escaped onto one line in at most `limit` chars ("..." if cut)."""
+    shown = _escape(text)
+    if len(shown) <= limit:
+        return shown
+    # Cut the text, not its rendering, so an escape shows whole or not at all.
+    room, width, cut = limit - len(_CUT_MARK), 0, 0
+    for char in text:
+        width += len(_escape(char))
+        if width > room:
+            break
+        cut += 1
+    return _escape(text[: back_off_cluster(text, cut)]) + _CUT_MARK
+
+
 def render_header(source: PreviewSource) -> str:
-    """Return the provenance header: two lines, each ending in a newline."""
+    """Return the provenance header: two lines (three with command facts)."""
     parts = [
         f"[tool result stored as {_escape(source.source_id)}",
         f"tool: {_escape(source.tool_name)}",
@@ -96,7 +122,23 @@ def render_header(source: PreviewSource) -> str:
         parts.append("partial: the stored output is incomplete")
     # The worst case assumes at most SUMMARY_LIMIT characters; hold to it.
     summary = _BREAKING.sub(" ", clip(source.summary, SUMMARY_LIMIT))
-    return "; ".join(parts) + f"]\n[summary: {summary}]\n"
+    header = "; ".join(parts) + f"]\n[summary: {summary}]\n"
+    facts = source.command
+    if facts is None:
+        return header
+    shown = clip_shown(facts.command_line, COMMAND_SHOWN_CHARS)
+    return header + _command_part(
+        shown, facts.exit_status, facts.ending, facts.duration_ms
+    )
+
+
+def _command_part(
+    shown: str, exit_status: int, ending: str | None, duration_ms: int
+) -> str:
+    """Render the command line; its parts are separate so their widest is priced."""
+    status = str(exit_status) if ending is None else f"{exit_status} ({ending})"
+    duration = duration_text(duration_ms)
+    return f"[command: {shown}; exit: {status}; duration: {duration}]\n"
 
 
 def render_notice(
@@ -123,10 +165,23 @@ def _notice(
 ) -> str:
     """Render the notice; the line span is separate so its widest can be priced."""
     where = "" if span is None else f" (lines {span[0]}-{span[1]})"
+    start = 1 if span is None else span[0]
+    limit = SUGGESTED_READ_LIMIT if span is None else span[1] - span[0] + 1
+    handle = call_argument(source.handle)
     return (
         f"[... {omitted_units} {unit} omitted, {omitted_lines} lines{where}; "
-        f"full output: {_escape(source.handle)}; {_escape(source.hint)}]\n"
+        f"full output: {_escape(source.handle)}; read: {READ_TOOL}(handle={handle}, "
+        f"start_line={start}, limit={min(limit, SUGGESTED_READ_LIMIT)}); search: "
+        f'{GREP_TOOL}(handle={handle}, pattern="..."); shell: {_escape(source.hint)}]\n'
     )
+
+
+def call_argument(value: str) -> str:
+    """Quote `value` as a string argument a model can copy into a tool call."""
+    # JSON quoting (also valid Python) with every line-breaking character
+    # escaped, so the call stays on the notice's one line.
+    quoted = json.dumps(value, ensure_ascii=False)
+    return _BREAKING.sub(lambda m: f"\\u{ord(m[0]):04x}", quoted)
 
 
 def widest_notice(source: PreviewSource, lines: int, units: int, unit: SizeUnit) -> str:
@@ -165,13 +220,16 @@ def worst_fixed_size(  # noqa: PLR0913 - the call's facts, all keyword-only
     tool_use_id: str | None = None,
     is_error: bool = False,
     session_id: str | None = None,
+    with_command: bool = False,
 ) -> int:
     """Return the largest header + separator + notice a call can need, in `unit`."""
-    # Handles and hints are bounded in rendered UTF-8 bytes, the summary in
-    # characters, every count by MAX_DIGITS digits; without a session id its name
-    # may take NAME_MAX bytes. Fills that maximise characters ("!") and bytes
-    # (astral) make it exact for chars and bytes; for tokens it is the largest
-    # count over a few fills (exact for the default counter, where "!" is worst).
+    # Handles and hints are bounded in rendered UTF-8 bytes, the summary and a
+    # command line in characters, every count by MAX_DIGITS digits; without a
+    # session id its name may take NAME_MAX bytes. Fills that maximise
+    # characters ("!") and bytes (astral) make it exact for chars and bytes (an
+    # ASCII signal name is priced a little high in bytes); for tokens it is the
+    # largest count over a few fills (exact for the default counter, where "!"
+    # is worst).
     fills = ["!", "\U0001f600"]
     if unit == SizeUnit.TOKENS:
         fills += ["a", "0", " ", "\u5b57", "\u0301", "\u00e9"]
@@ -195,20 +253,29 @@ def worst_fixed_size(  # noqa: PLR0913 - the call's facts, all keyword-only
             is_error=is_error,
             partial=True,
         )
-        header = render_header(source)
-        for notice_unit in {unit, SizeUnit.BYTES}:
-            notice = _notice(source, nines, nines, notice_unit, (nines, nines))
-            worst = max(worst, policy.measure(header + "\n" + notice, unit))
+        headers = [render_header(source)]
+        if with_command:
+            # The command line is the header's last: append its widest forms.
+            shown = fill * COMMAND_SHOWN_CHARS
+            headers = [
+                headers[0] + _command_part(shown, nines, ending, nines)
+                for ending in ("timed out", fill * SIGNAL_NAME_MAX)
+            ]
+        for header in headers:
+            for notice_unit in {unit, SizeUnit.BYTES}:
+                notice = _notice(source, nines, nines, notice_unit, (nines, nines))
+                worst = max(worst, policy.measure(header + "\n" + notice, unit))
     return worst
 
 
-def fixed_parts_fit(
+def fixed_parts_fit(  # noqa: PLR0913 - the call's facts, all keyword-only
     policy: NoticeMeasures,
     tool_name: str,
     *,
     tool_use_id: str | None = None,
     is_error: bool = False,
     session_id: str | None = None,
+    with_command: bool = False,
 ) -> bool:
     """Tell whether the worst-case header and notice fit the tool's budget (S1.2.4)."""
     limit = policy.limit_for(tool_name)
@@ -219,5 +286,6 @@ def fixed_parts_fit(
         tool_use_id=tool_use_id,
         is_error=is_error,
         session_id=session_id,
+        with_command=with_command,
     )
     return worst <= limit.budget

@@ -35,8 +35,8 @@ key_line_patterns = ['\\b\\w*error\\b', '\\bfail(?:ed|ure|ures|ing|s)?\\b',
   '\\bassert(?:ion)?\\w*', '\\bsegmentation fault\\b|\\bcore dumped\\b',
   '\\babort(?:ed)?\\b']
 max_key_lines = 5
-max_handle_length = 4096
-max_hint_length = 512
+max_handle_length = 256
+max_hint_length = 320
 
 [default]
 limit = 51200
@@ -232,9 +232,9 @@ class SpillPolicy:
     exempt_tools: frozenset[str] = DEFAULT_EXEMPT_TOOLS
     key_line_patterns: tuple[str, ...] = DEFAULT_KEY_LINE_PATTERNS
     max_key_lines: int = 5
-    max_handle_length: int = 4096
+    max_handle_length: int = 256
     token_counter: TokenCounter = default_token_counter
-    max_hint_length: int = 512
+    max_hint_length: int = 320
     _matcher: KeyLineMatcher = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from .artifact import Artifact
+    from .command import CommandFacts
     from .values import (
         ArtifactLeaseTransaction,
         ArtifactMemoryReference,
@@ -186,12 +187,12 @@ class ArtifactStream(Protocol):
         """Append `data` to the artifact."""
         ...
 
-    def close(self) -> Artifact:
-        """Seal the artifact with the digest of what was written."""
+    def close(self, *, command: CommandFacts | None = None) -> Artifact:
+        """Seal the artifact with the digest of what was written (and `command`)."""
         ...
 
-    def fail(self) -> Artifact:
-        """Seal what was written as partial after a failure."""
+    def fail(self, *, command: CommandFacts | None = None) -> Artifact:
+        """Seal what was written as partial after a failure (and `command`)."""
         ...
 
     def __enter__(self) -> Self:
@@ -224,6 +225,7 @@ class ArtifactStore(ArtifactReadPort, Protocol):
         is_error: bool = False,
         summary: str | None = None,
         key_line_scanner: KeyLineScanner | None = None,
+        command: CommandFacts | None = None,
     ) -> Artifact:
         """Store a whole output and record it; raise (leaving nothing) on failure."""
         ...

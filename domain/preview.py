@@ -4,14 +4,22 @@
 #
 #     [tool result stored as <source id>; tool: <name>; sha256: <hex>[; ...]]
 #     [summary: <summary>]
+#     [command: <argv>; exit: <status>; duration: <s>]   (a command's output only)
 #     <head: a prefix of the output>
-#     [... <n> <unit> omitted, <m> lines (lines a-b); full output: <handle>; <hint>]
+#     [... <n> <unit> omitted, <m> lines (lines a-b); full output: <handle>;
+#      read: read_artifact(handle=…, start_line=a, limit=…); search:
+#      grep_artifact(handle=…, pattern="..."); shell: <hint>]     (one line)
 #     [key lines from the omitted part: <k>]      (only when there are some)
 #     line <N>: <text>                             (k such lines)
 #     <tail: a suffix of the output>
 #
 # A newline always separates head and notice, so the layout parses back
-# unambiguously. <unit> is chars for a chars budget and bytes otherwise (the
+# unambiguously. Head, tail and key lines show the output as a terminal would
+# (`terminal.clean_terminal`: no escape sequences, overwritten progress lines
+# collapsed), line for line, so line numbers stay the artifact's; budgets are
+# measured on that cleaned text, and "never larger than the original" on the
+# output itself. A whole output whose cleaned text fits shows every line, with
+# nothing omitted. <unit> is chars for a chars budget and bytes otherwise (the
 # omitted tokens would cost a second full count). Identifiers (source id, tool,
 # sha256, tool_use_id, handle, hint) are shown verbatim except that control and
 # line-separator characters become backslash escapes, so nothing can break the
@@ -32,6 +40,7 @@ from .notice import (
     render_notice,
     widest_notice,
 )
+from .terminal import clean_terminal
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -140,7 +149,7 @@ def _head_cut(text: str, index: int) -> int:
     """Move a head cut back to just after a nearby newline, else off a cluster."""
     if index <= 0:
         return 0
-    if index < len(text) and text[index] == "\n" and text[index - 1] != "\r":
+    if index < len(text) and text[index] == "\n":
         return index  # the line is whole already; only its newline is left out
     newline = text.rfind("\n", index - min(LINE_END_WINDOW, index // 4), index)
     if newline >= 0:
@@ -148,12 +157,12 @@ def _head_cut(text: str, index: int) -> int:
     return back_off_cluster(text, index)
 
 
-def _tail_cut(text: str, index: int, low: int) -> int:
+def _tail_cut(text: str, index: int) -> int:
     """Move a tail cut forward to a nearby line start, else off a cluster."""
     end = len(text)
     if index >= end:
         return end
-    if index > low and text[index - 1] == "\n":
+    if index > 0 and text[index - 1] == "\n":
         return index
     window = min(LINE_END_WINDOW, (end - index) // 4)
     newline = text.find("\n", index, index + window)
@@ -168,6 +177,17 @@ def _tail_cut(text: str, index: int, low: int) -> int:
 def _nines(value: int) -> int:
     """Return the widest number with as many digits as `value`."""
     return int("9" * len(str(max(value, 0))))
+
+
+def _cleaned(text: PreviewText, policy: SpillPolicy) -> PreviewText:
+    """Return what the preview shows of `text`: cleaned, with key lines still key."""
+    head = clean_terminal(text.head)
+    tail = head if text.whole else clean_terminal(text.tail)
+    # Given key lines were matched on the raw output; a line whose match was
+    # overwritten or lay in an escape sequence is no key line on screen.
+    shown = ((number, clean_terminal(line)) for number, line in text.key_lines)
+    key_lines = tuple((n, line) for n, line in shown if policy.is_key_line(line))
+    return PreviewText(head, tail, text.whole, key_lines)
 
 
 @dataclass(frozen=True)
@@ -188,22 +208,27 @@ class _Builder:
         self, text: PreviewText, source: PreviewSource, policy: SpillPolicy
     ) -> None:
         limit = policy.limit_for(source.tool_name)
-        self.text, self.source, self.policy = text, source, policy
+        self.source, self.policy = source, policy
         self.unit, self.budget = limit.unit, limit.budget
+        if text.whole and text.head != text.tail:
+            msg = "a whole PreviewText needs head == tail == the output"
+            raise ValueError(msg)
+        self.text = _cleaned(text, policy)
+        # Line numbers count the output's own newlines (cleaning keeps them,
+        # but may empty a last line after the final one).
+        self.ends_with_newline = text.tail.endswith("\n")
         if text.whole:
-            if text.head != text.tail:
-                msg = "a whole PreviewText needs head == tail == the output"
-                raise ValueError(msg)
-            whole = text.head
-            self.total_lines = whole.count("\n") + int(not whole.endswith("\n"))
+            output, whole = text.head, self.text.head
+            self.total_lines = output.count("\n") + int(not self.ends_with_newline)
             if self.unit == SizeUnit.TOKENS:
-                self.cap = min(self.budget, self._tokens_up_to_budget(whole))
+                self.cap = min(self.budget, self._tokens_up_to_budget(output))
                 # Counting the omitted middle would cost another full count.
                 self.notice_unit = SizeUnit.BYTES
                 self.total_units = policy.measure(whole, SizeUnit.BYTES)
             else:
                 self.total_units = self.size(whole)
-                self.cap = min(self.budget, self.total_units)
+                size = self.total_units if whole is output else self.size(output)
+                self.cap = min(self.budget, size)
                 self.notice_unit = self.unit
         else:
             self.cap = self.budget
@@ -238,16 +263,18 @@ class _Builder:
         low = head_end if text.whole else 0
         tail_room = room - self.size(head)
         start = _suffix_start(text.tail, tail_room, unit, policy, low)
-        start = _tail_cut(text.tail, start, low)
+        start = _tail_cut(text.tail, start)
         tail = text.tail[start:]
         covered = head.count("\n")
         if head_end < len(text.head) and text.head[head_end] == "\n":
             covered += 1  # the line is shown whole; only its newline is not
+        elif text.whole and head_end == len(text.head) and not head.endswith("\n"):
+            covered += 1  # the whole text is in the head: its last line too
         if text.whole:
             before = text.head.count("\n", 0, start)
             at_line_start = start == 0 or text.tail[start - 1] == "\n"
         else:
-            ends = text.tail.endswith("\n")
+            ends = self.ends_with_newline
             total_newlines = max(self.total_lines - (0 if ends else 1), 0)
             before = total_newlines - tail.count("\n")
             at_line_start = start > 0 and text.tail[start - 1] == "\n"
@@ -337,3 +364,17 @@ def build_preview(text: PreviewText, source: PreviewSource, policy: SpillPolicy)
         shape = build.shape(room)
     msg = f"no preview fits {build.cap} {build.unit} for {source.tool_name!r}"
     raise ValueError(msg)
+
+
+def build_whole(text: str, source: PreviewSource) -> str:
+    """Return the whole output, cleaned, under its header; the notice omits nothing."""
+    notice = render_notice(source, 0, 0, SizeUnit.BYTES)
+    return render_header(source) + clean_terminal(text) + "\n" + notice
+
+
+def build_pointer(source: PreviewSource, body: str = "") -> str:
+    """Return the header, `body` in place of the output, and a notice omitting all."""
+    notice = render_notice(
+        source, source.total_lines, source.total_bytes, SizeUnit.BYTES, first_line=1
+    )
+    return render_header(source) + body + "\n" + notice

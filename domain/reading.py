@@ -22,3 +22,8 @@ class GrepResult:
     matches: tuple[GrepMatch, ...]
     truncated: bool
     resume_from: int | None = None
+
+    @property
+    def next_start_line(self) -> int | None:
+        """Return the 1-based `start_line` that continues a truncated search."""
+        return None if self.resume_from is None else self.resume_from + 1

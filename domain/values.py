@@ -159,7 +159,12 @@ class ArtifactMemoryReference:
 
 @dataclass(frozen=True)
 class ArtifactReference:
-    """A stored artifact's path and provenance; never its content (S4.1)."""
+    """A stored artifact's handle, local path and provenance; never its content.
+
+    `handle` is what models, memory systems and the CLI see (S4.1); `path`
+    is where the local backend keeps the file (the seed's field), and is
+    accepted wherever a handle is. Without a `handle`, the path is the handle.
+    """
 
     path: Path
     summary: str
@@ -167,14 +172,14 @@ class ArtifactReference:
     source: ArtifactSource
     size_bytes: int
     content_sha256: str
+    handle: str = ""
 
-    @property
-    def handle(self) -> str:
-        """Return the handle a model sees and pages back with: the path as text."""
-        return str(self.path)
+    def __post_init__(self) -> None:
+        if not self.handle:
+            object.__setattr__(self, "handle", str(self.path))
 
     def for_memory(self) -> ArtifactMemoryReference:
-        """Return the reference a memory system keeps (the path as text, for JSON)."""
+        """Return the reference a memory system keeps: the handle, no host path."""
         return ArtifactMemoryReference(
             summary=self.summary,
             artifact_path=self.handle,

@@ -18,6 +18,14 @@ settings.register_profile(
 settings.load_profile("default")
 
 
+@pytest.fixture(autouse=True)
+def session_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test's session root is its own temporary directory, never ~/.local."""
+    monkeypatch.setenv("SPILLVAULT_HOME", str(tmp_path))
+    monkeypatch.delenv("SPILLVAULT_SESSION", raising=False)
+    return tmp_path
+
+
 @pytest.fixture
 def session_dir(tmp_path: Path) -> Path:
     """A session directory path that does not exist yet."""

@@ -2,70 +2,59 @@
 
 from __future__ import annotations
 
+import base64
 import json
-import os
+import shlex
 import signal
 import sys
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from functools import partial
+from typing import TYPE_CHECKING, Any, NoReturn
 
+from spillvault.adapters.cli.paging import (
+    MAX_LINE,
+    byte_page,
+    grep_rows,
+    line_page,
+    stored_content,
+    within_lines,
+)
 from spillvault.adapters.cli.policy_file import load_policy_file
 from spillvault.adapters.cli.run import CommandRun
-from spillvault.adapters.harness.capping import cap_lines
+from spillvault.adapters.cli.sessions import (
+    open_for_reading,
+    session_of_handle,
+    session_to_create,
+    sessions_to_list,
+)
+from spillvault.adapters.cli.tables import (
+    MISSING,
+    Column,
+    age_text,
+    cell_of,
+    human_size,
+    render_table,
+)
+from spillvault.adapters.harness.capping import cap_line
 from spillvault.adapters.session import open_session
-from spillvault.adapters.storage.layout import TOOL_RESULTS_DIR
-from spillvault.domain.errors import ArtifactAccessError, ArtifactSessionReadOnlyError
+from spillvault.domain.constants import CHUNK_SIZE
+from spillvault.domain.notice import clip_shown
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Mapping
 
+    from spillvault.adapters.cli.paging import LinePage
     from spillvault.adapters.services.externalizer import GateOutcome
-    from spillvault.adapters.session import Session, ToolResultExternalizer
+    from spillvault.adapters.session import ToolResultExternalizer
+    from spillvault.domain.command import CommandFacts
     from spillvault.domain.policy import SpillPolicy
 
-SESSION_ENV = "SPILLVAULT_SESSION"
-DEFAULT_SESSION = os.path.join(".spillvault", "session")
-_MAX_LINE = 2000
-
-
-def session_dir(
-    args: argparse.Namespace, handle: str | None = None, *, create: bool = False
-) -> str:
-    """Pick the session: --session, then the handle's own session, then the default.
-
-    Only `create` (for `run`) makes the default session's parent directory.
-    """
-    if args.session:
-        return str(args.session)
-    if handle is not None:
-        results = os.path.dirname(handle)
-        if os.path.isabs(handle) and os.path.basename(results) == TOOL_RESULTS_DIR:
-            return os.path.dirname(results)
-        msg = f"{handle!r} names no session's artifact; pass --session DIR"
-        raise ArtifactAccessError(msg)
-    chosen = os.environ.get(SESSION_ENV) or DEFAULT_SESSION
-    if create:
-        parent = os.path.dirname(os.path.abspath(chosen))
-        os.makedirs(parent, mode=0o700, exist_ok=True)
-    return chosen
-
-
-def open_existing(args: argparse.Namespace, handle: str | None = None) -> Session:
-    """Open an existing session for a command that writes (never create one)."""
-    return open_session(session_dir(args, handle), mode="open")
-
-
-def open_for_reading(args: argparse.Namespace, handle: str | None = None) -> Session:
-    """Open an existing session to read it; a read-only one opens as a view.
-
-    A writable session is opened as usual (its recovery pass runs and a short
-    journal is caught up); only one we may not write falls back to the view.
-    """
-    path = session_dir(args, handle)
-    try:
-        return open_session(path, mode="open")
-    except ArtifactSessionReadOnlyError:
-        return open_session(path, mode="read")
+_READ_LIMITS = "read_artifact"
+"""The policy's limits that bound what a read prints (as for the model's tool)."""
+_COMMAND_CELL_CHARS = 40
+_COMMAND_FIELDS = ("command", "exit_status", "signal", "timed_out", "duration_ms")
+"""The `ls --json` fields of the command that produced an artifact."""
 
 
 def _emit(args: argparse.Namespace, text: str, data: dict[str, Any]) -> None:
@@ -102,21 +91,21 @@ def run_command(args: argparse.Namespace) -> int:
     if args.policy:
         policy = load_policy_file(args.policy)
     tee = sys.stderr.buffer if _tee_wanted(args) else None
-    with open_session(session_dir(args, create=True), policy=policy) as session:
+    with open_session(session_to_create(args), policy=policy) as session:
         ext = session.externalizer
         limit = ext.policy.limit_for(args.tool)
         threshold = limit.limit * (1 if limit.unit == "bytes" else 4)
         with CommandRun(command, timeout=args.timeout, tee=tee) as run:
-            outcome = _gate_output(
-                ext, args.tool, run.chunks(), threshold, lambda: run.interrupted
-            )
-            code = run.wait()
-    data = {**_outcome_dict(outcome), "exit_code": code}
+            outcome = _gate_output(ext, args.tool, run, threshold)
+    facts = run.facts()
+    data = {**_outcome_dict(outcome), "exit_code": facts.exit_status}
+    if data["artifact"] is not None:
+        data["artifact"]["command"] = facts.to_payload()
     if run.signalled is not None:
         data["signal"] = signal.Signals(run.signalled).name
     data["timed_out"] = run.timed_out
     _emit(args, str(outcome.content), data)
-    return code
+    return facts.exit_status
 
 
 def _tee_wanted(args: argparse.Namespace) -> bool:
@@ -127,133 +116,271 @@ def _tee_wanted(args: argparse.Namespace) -> bool:
 
 
 def _gate_output(
-    ext: ToolResultExternalizer,
-    tool: str,
-    chunks: Iterator[bytes],
-    threshold: int,
-    interrupted: Callable[[], bool],
+    ext: ToolResultExternalizer, tool: str, run: CommandRun, threshold: int
 ) -> GateOutcome:
-    """Gate a whole short text output; stream a long, binary or cut-short one."""
+    """Gate a whole short output; stream a long or cut-short one.
+
+    The output ends when the command's pipe closes; the command is waited for
+    only then, and before the gate, so the header can say how it ended.
+    """
+    chunks = run.chunks()
     buffered = bytearray()
+    stream = None
     for data in chunks:
         buffered += data
         if len(buffered) > threshold:
+            # Long: to disk as it comes, readable by its handle while it runs.
+            stream = ext.open_stream(tool)
+            stream.write(bytes(buffered))
+            for more in chunks:
+                stream.write(more)
             break
-    else:
-        if not interrupted():
-            try:
-                text = buffered.decode("utf-8")
-            except UnicodeDecodeError:
-                pass  # not text: store the bytes verbatim through a stream
-            else:
-                return ext.process(text, tool)
-    stream = ext.open_stream(tool)
-    stream.write(bytes(buffered))
-    for data in chunks:
-        stream.write(data)
-    return stream.close(interrupted=interrupted())
+    run.wait()
+    command = run.facts()
+    if stream is None and not run.interrupted:
+        # Short: the gate takes the bytes (text is previewed, binary described).
+        return ext.process(bytes(buffered), tool, command=command)
+    if stream is None:
+        stream = ext.open_stream(tool)
+        stream.write(bytes(buffered))
+    return stream.close(interrupted=run.interrupted, command=command)
 
 
 def read_command(args: argparse.Namespace) -> int:
     """Print verified lines (1-based --line) or bytes of an artifact, capped."""
-    with open_for_reading(args, args.handle) as session:
+    raw: bool = args.raw
+    if raw and args.json:
+        _usage_error(
+            args,
+            "--raw writes the bytes as they are and cannot be combined with --json "
+            "(which carries them as bytes_base64)",
+        )
+    if raw and not args.bytes:
+        _usage_error(args, "--raw needs --bytes A:B (e.g. --bytes 0:1000000)")
+    with open_for_reading(session_of_handle(args, args.handle)) as session:
         ext = session.externalizer
-        if args.bytes:
+        budget = ext.policy.limit_for(_READ_LIMITS).budget
+        if raw:
             start, end = args.bytes  # parsed and bounded by the flag's type
-            data = ext.read_artifact_bytes(args.handle, start, end)
-            budget = ext.policy.limit_for("read_artifact").budget
-            shown = data[:budget]
-            text = shown.decode("utf-8", "replace")
-            more = None if len(shown) == len(data) else start + len(shown)
-            if more is not None:
-                text += f"\n[cut: continue with --bytes {more}:{end}]"
-            _emit(args, text, {"bytes": text, "next_byte": more})
-            return 0
-        if args.line < 1:
-            msg = "--line is 1-based: it must be >= 1"
-            raise ValueError(msg)
-        body = ext.read_artifact(args.handle, args.line - 1, args.limit)
-        lines = body.split("\n") if body else []
-        budget = ext.policy.limit_for("read_artifact").budget
-        capped = cap_lines(
-            lines, first_line=args.line, budget=budget, max_line=min(_MAX_LINE, budget)
-        )
-        text = capped.text
-        if capped.next_start_line is not None:
-            more = capped.next_start_line
-            text += f"\n[cut at the output budget: continue with --line {more}]"
-        _emit(
-            args, text, {"text": capped.text, "next_start_line": capped.next_start_line}
-        )
+            _write_raw(ext, args.handle, start, end)
+        elif args.bytes:
+            _emit_byte_page(args, ext, budget)
+        else:
+            page = line_page(ext, args.handle, args.line, args.limit, budget=budget)
+            _emit_line_page(args, page)
     return 0
 
 
+def _usage_error(args: argparse.Namespace, message: str) -> NoReturn:
+    """Fail as argparse does for a bad flag: usage, the message, exit status 2."""
+    error: Callable[[str], NoReturn] = args.usage_error
+    error(message)
+
+
+def _write_raw(ext: ToolResultExternalizer, handle: str, start: int, end: int) -> None:
+    """Write verified bytes `[start, end)` to stdout exactly, a chunk at a time."""
+    sys.stdout.flush()
+    out = sys.stdout.buffer
+    position = start
+    while position < end:
+        data = ext.read_artifact_bytes(
+            handle, position, min(end, position + CHUNK_SIZE)
+        )
+        if not data:
+            break  # the end of the artifact
+        out.write(data)
+        position += len(data)
+    out.flush()
+
+
+def _emit_byte_page(
+    args: argparse.Namespace, ext: ToolResultExternalizer, budget: int
+) -> None:
+    """Print a page of bytes cut on characters: as text, or base64 under --json."""
+    start, end = args.bytes  # parsed and bounded by the flag's type
+    page = byte_page(
+        partial(ext.read_artifact_bytes, args.handle), start, end, budget=budget
+    )
+    content = stored_content(ext, args.handle)
+    size = None if content is None else content.size_bytes
+    rows = []
+    if page.start != page.requested_start:
+        rows.append(
+            f"[from byte {page.start}: byte {page.requested_start} is inside "
+            "the character that starts there]"
+        )
+    if page.data:
+        rows.append(page.data.decode("utf-8", "replace"))
+    if page.next_byte is not None:
+        # The rest of the range asked for, else a page as wide as the one asked.
+        width = end - start or budget
+        following = end if page.next_byte < end else page.next_byte + width
+        if size is not None:
+            following = min(following, size)
+        rows.append(f"[next: --bytes {page.next_byte}:{following}]")
+    elif not page.data:
+        rows.append(f"[end of the artifact: no bytes from byte {page.start}]")
+    data = {
+        "bytes_base64": base64.b64encode(page.data).decode("ascii"),
+        "start": page.start,
+        "requested_start": page.requested_start,
+        "end": page.end,
+        "size_bytes": size,
+        "next_byte": page.next_byte,
+    }
+    _emit(args, "\n".join(rows), data)
+
+
+def _emit_line_page(args: argparse.Namespace, page: LinePage) -> None:
+    """Print a page of lines, and how to go on unless it reached the end."""
+    rows = [page.text] if page.lines else []
+    if page.next_start_line is not None:
+        why = " (cut at the output budget)" if page.cut_at_budget else ""
+        rows.append(f"[more: --line {page.next_start_line} --limit {args.limit}]{why}")
+    elif not page.lines:
+        total = page.total_lines
+        rows.append(
+            f"[no line {page.start_line}: the artifact has {total} lines]"
+            if total is not None
+            else f"[no line {page.start_line} yet: the artifact is being written]"
+        )
+    data = {
+        "text": page.text,
+        "start_line": page.start_line,
+        "lines": page.lines,
+        "total_lines": page.total_lines,
+        "eof": page.next_start_line is None,
+        "next_start_line": page.next_start_line,
+    }
+    _emit(args, "\n".join(rows), data)
+
+
 def grep_command(args: argparse.Namespace) -> int:
-    """Print matches with 1-based line numbers; say how to resume when cut."""
-    with open_for_reading(args, args.handle) as session:
-        result = session.externalizer.grep_artifact(
+    """Print matches as GNU grep -n does; say how to resume (1-based) when cut."""
+    with open_for_reading(session_of_handle(args, args.handle)) as session:
+        ext = session.externalizer
+        result = ext.grep_artifact(
             args.handle,
             args.pattern,
-            context=args.context,
+            context=args.context or 0,
             max_matches=args.max,
             regex=args.regex,
             offset=args.start - 1,
         )
-    rows = []
-    for match in result.matches:
-        first = match.line_number - len(match.before)
-        for offset, line in enumerate((*match.before, match.line, *match.after)):
-            number = first + offset
-            mark = ":" if number == match.line_number else "-"
-            rows.append(f"{number}{mark}{line[:_MAX_LINE]}")
+        content = stored_content(ext, args.handle)
+    result = within_lines(result, None if content is None else content.line_count)
+    rows = grep_rows(result.matches, separators=args.context is not None)
     text = "\n".join(rows) if rows else "no match"
-    if result.truncated:
-        resume = (result.resume_from or 0) + 1
+    # `resume_from` (0-based) stays for compatibility; `next_start_line` is the
+    # 1-based line where the next match is: the value of --from that continues.
+    resume = result.next_start_line if result.truncated else None
+    if resume is not None:
         text += f"\n[stopped at --max {args.max}: continue with --from {resume}]"
     data = {
         "matches": [
             {
                 "line_number": m.line_number,
-                "line": m.line,
-                "before": list(m.before),
-                "after": list(m.after),
+                "line": cap_line(m.line, MAX_LINE),
+                "before": [cap_line(line, MAX_LINE) for line in m.before],
+                "after": [cap_line(line, MAX_LINE) for line in m.after],
             }
             for m in result.matches
         ],
         "truncated": result.truncated,
         "resume_from": result.resume_from,
+        "next_start_line": resume,
     }
     _emit(args, text, data)
     return 0 if result.matches else 1
 
 
-def ls_command(args: argparse.Namespace) -> int:
-    """List the session's artifacts: name, size, digest prefix, state, summary."""
-    with open_for_reading(args) as session:
-        ext = session.externalizer
-        rows = []
-        for artifact in ext.artifacts():
-            content = artifact.stored_content
-            rows.append(
-                {
-                    "filename": artifact.filename,
-                    "state": artifact.state,
-                    "size_bytes": None if content is None else content.size_bytes,
-                    "sha256_prefix": None
-                    if content is None
-                    else content.content_sha256[:12],
-                    "summary": artifact.summary,
-                    "handle": ext.store.handle_for(artifact.filename),
-                }
-            )
-    lines = [
-        f"{r['filename']:<24} {r['state']:<11} {_or_dash(r['size_bytes']):>12} "
-        f"{_or_dash(r['sha256_prefix']):<12} {r['summary'] or ''}"
-        for r in rows
-    ]
-    _emit(args, "\n".join(lines) if lines else "no artifacts", {"artifacts": rows})
+def ls_command(args: argparse.Namespace, *, now: datetime | None = None) -> int:
+    """List artifacts as one table (or JSON rows), ages as of `now` or the clock."""
+    rows: list[dict[str, Any]] = []
+    for path in sessions_to_list(args):
+        with open_for_reading(path) as session:
+            if now is None:
+                now = session.clock.now()
+            rows.extend(_listing_rows(session.externalizer))
+    if getattr(args, "quiet", False):
+        text = "\n".join(row["handle"] for row in rows)
+    else:
+        table = render_table(_ls_columns(now), rows)
+        text = "\n".join(table) if rows else "no artifacts"
+    _emit(args, text, {"artifacts": rows})
     return 0
 
 
-def _or_dash(value: object) -> str:
-    return "-" if value is None else str(value)
+def _ls_columns(now: datetime | None) -> list[Column]:
+    """Return the columns of the `ls` table; a new column is one more entry."""
+    return [
+        Column("HANDLE", cell_of("handle")),
+        Column("SIZE", cell_of("size_bytes", human_size), right=True),
+        Column("LINES", cell_of("line_count"), right=True),
+        Column("AGE", partial(_age_cell, now), right=True),
+        Column("TOOL", cell_of("source_tool")),
+        Column("STATE", cell_of("state")),
+        Column("EXIT", _exit_cell),
+        Column("COMMAND", cell_of("command", _command_cell)),
+    ]
+
+
+def _exit_cell(row: Mapping[str, Any]) -> str:
+    """Show a command's exit status and what ended it: `143 SIGTERM`, `124 timeout`."""
+    status = row["exit_status"]
+    if status is None:
+        return MISSING
+    if row["timed_out"]:
+        return f"{status} timeout"
+    return str(status) if row["signal"] is None else f"{status} {row['signal']}"
+
+
+def _command_cell(argv: list[str]) -> str:
+    """Show a command line on one line, clipped to a column's width."""
+    return clip_shown(shlex.join(argv), _COMMAND_CELL_CHARS)
+
+
+def _age_cell(now: datetime | None, row: Mapping[str, Any]) -> str:
+    """Show how long before `now` the artifact was created."""
+    if now is None:
+        return MISSING
+    created = datetime.fromisoformat(row["created_at"])
+    return age_text((now - created).total_seconds())
+
+
+def _listing_rows(ext: ToolResultExternalizer) -> list[dict[str, Any]]:
+    """Return one `ls` row per artifact of a session: its machine fields."""
+    rows = []
+    for artifact in ext.artifacts():
+        content = artifact.stored_content
+        command = artifact.command_facts
+        rows.append(
+            {
+                "handle": ext.store.handle_for(artifact.filename),
+                "filename": artifact.filename,
+                "state": artifact.state,
+                "size_bytes": None if content is None else content.size_bytes,
+                "line_count": None if content is None else content.line_count,
+                "sha256_prefix": None
+                if content is None
+                else content.content_sha256[:12],
+                "created_at": artifact.created_at,
+                "source_tool": artifact.source_tool,
+                "summary": artifact.summary,
+                **_command_fields(command),
+            }
+        )
+    return rows
+
+
+def _command_fields(command: CommandFacts | None) -> dict[str, Any]:
+    """Return an `ls` row's command fields: all None for output of no command."""
+    if command is None:
+        return dict.fromkeys(_COMMAND_FIELDS)
+    return {
+        "command": list(command.argv),
+        "exit_status": command.exit_status,
+        "signal": command.signal,
+        "timed_out": command.timed_out,
+        "duration_ms": command.duration_ms,
+    }

@@ -5,14 +5,17 @@ spilled; the model pages it back with the read and grep tools; a memory
 reference is published through the SQLite owner; a second publication loses
 its receipt and the process "crashes", and the reopened session reconciles
 it; more large results arrive and microcompact clears the oldest; GC deletes
-the unreferenced artifact and keeps the evidence; a summary. `--json` prints
-one JSON object per event instead of text.
+the unreferenced artifact and keeps the evidence; a summary. GC's planted
+orphan and a last stage that removes the event store (the reopen is refused)
+damage a copy, so a kept session opens with `ls`, `read` and `journal verify`.
+`--json` prints one JSON object per event instead of text.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import tempfile
 import time
@@ -21,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from spillvault.adapters.harness.messages import gate_messages
 from spillvault.adapters.harness.microcompact import history_size, microcompact
-from spillvault.adapters.harness.model_tools import GREP_TOOL, READ_TOOL
 from spillvault.adapters.owners.sqlite_owner import SQLiteOwner
 from spillvault.adapters.session import open_session
 from spillvault.adapters.storage.sqlite_store import STORE_NAME
 from spillvault.domain.enums import SizeUnit
 from spillvault.domain.errors import ArtifactLeaseJournalError
 from spillvault.domain.machines import ARTIFACT_MACHINE, LEASE_MACHINE
+from spillvault.domain.notice import GREP_TOOL, READ_TOOL
 from spillvault.domain.values import ArtifactCleanupPolicy, ArtifactRetentionClaim
 
 if TYPE_CHECKING:
@@ -89,33 +92,79 @@ def run_demo(
     keep: bool = False,
     as_json: bool = False,
 ) -> int:
-    """Run the seven stages under `parent` (a new temp dir when None); return 0."""
+    """Run the stages under `parent` (a new temp dir when None); return 0."""
     narrator = Narrator(out, as_json)
-    base = tempfile.mkdtemp(prefix="spillvault-demo-", dir=parent)
+    base = os.path.abspath(tempfile.mkdtemp(prefix="spillvault-demo-", dir=parent))
     session_dir = os.path.join(base, "demo-session")
-    owner_path = os.path.join(base, "memory.sqlite3")
     try:
-        with open_session(session_dir) as session:
-            ext = session.externalizer
-            model = MockModel()
-            messages: list[dict[str, Any]] = [
-                {"role": "user", "content": "Why does test_gc fail?"}
-            ]
-            artifact = _spill(ext, model, messages, narrator)
-            _page_fault(ext, model, messages, artifact, narrator)
-            _publish(session_dir, artifact, owner_path, narrator)
-        _crash_and_reconcile(session_dir, artifact, owner_path, narrator)
-        with open_session(session_dir) as session:
-            messages = _microcompact(session.externalizer, model, messages, narrator)
-            _garbage_collection(session, narrator)
-            _summary(session, messages, narrator)
-        _refusal(session_dir, narrator)
+        handle = _stages(session_dir, os.path.join(base, "memory.sqlite3"), narrator)
     finally:
-        if keep:
-            narrator.say("keep", f"session left in {session_dir}", path=session_dir)
-        else:
+        if not keep:
             shutil.rmtree(base)
+    if keep:
+        _tell_kept(session_dir, handle, narrator)
     return 0
+
+
+def _stages(session_dir: str, owner_path: str, narrator: Narrator) -> str:
+    """Run every stage, the damaging ones on a copy; return the grep's handle."""
+    with open_session(session_dir) as session:
+        ext = session.externalizer
+        model = MockModel()
+        messages: list[dict[str, Any]] = [
+            {"role": "user", "content": "Why does test_gc fail?"}
+        ]
+        artifact = _spill(ext, model, messages, narrator)
+        _page_fault(ext, model, messages, artifact, narrator)
+        _publish(session_dir, artifact, owner_path, narrator)
+    _crash_and_reconcile(session_dir, artifact, owner_path, narrator)
+    with open_session(session_dir) as session:
+        messages = _microcompact(session.externalizer, model, messages, narrator)
+    _on_a_copy(session_dir, narrator)
+    with open_session(session_dir) as session:
+        _summary(session, messages, narrator)
+    return artifact.handle
+
+
+def _on_a_copy(session_dir: str, narrator: Narrator) -> None:
+    """Plant an orphan for GC and remove the store, in a copy of the closed session."""
+    scratch = tempfile.mkdtemp(prefix="copy-", dir=os.path.dirname(session_dir))
+    try:
+        # The same name: it is the session id, which handles and the store carry.
+        copy = os.path.join(scratch, os.path.basename(session_dir))
+        # copy2 restores each 0600 file and 0700 dir; until then they are wider,
+        # but only inside the 0700 scratch dir. Opening the copy checks them again.
+        shutil.copytree(session_dir, copy, symlinks=True, copy_function=shutil.copy2)
+        narrator.say(
+            "copy",
+            "GC's planted orphan and the tampering below damage a copy of the "
+            "session, removed afterwards; the session itself stays whole",
+        )
+        with open_session(copy) as session:
+            _garbage_collection(session, narrator)
+        _refusal(copy, narrator)
+    finally:
+        shutil.rmtree(scratch)
+
+
+def _tell_kept(session_dir: str, handle: str, narrator: Narrator) -> None:
+    """Say where the kept session is, with commands that open it."""
+    # A bare handle is looked for under $SPILLVAULT_HOME; this session is not there.
+    where = f"--session {shlex.quote(session_dir)}"
+    handle = shlex.quote(handle)
+    commands = [
+        f"spillvault ls {where}",
+        f"spillvault read {handle} {where} --line {FAILURE_LINE - 1} --limit 3",
+        f"spillvault grep {handle} AssertionError {where}",
+        f"spillvault journal verify {where}",
+    ]
+    narrator.say(
+        "keep",
+        f"session kept in {session_dir}; try:"
+        + "".join(f"\n  {command}" for command in commands),
+        path=session_dir,
+        commands=commands,
+    )
 
 
 def _grep_output() -> str:

@@ -6,13 +6,14 @@ import json
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from spillvault.adapters.cli.commands import open_existing
+from spillvault.adapters.cli.sessions import open_existing
+from spillvault.adapters.cli.tables import MISSING, age_text
 from spillvault.adapters.services import gc
 from spillvault.domain.values import ArtifactCleanupPolicy
 
 if TYPE_CHECKING:
     import argparse
-    from datetime import timedelta
+    from datetime import datetime, timedelta
 
     from spillvault.domain.cleanup import ArtifactCleanupDecision
 
@@ -49,20 +50,40 @@ class ProgressLine:
         self._stream.flush()
 
 
-def _table(decisions: tuple[ArtifactCleanupDecision, ...]) -> list[str]:
-    by_status: dict[str, dict[str, int]] = {}
+def _table(
+    decisions: tuple[ArtifactCleanupDecision, ...], *, now: datetime, verbose: bool
+) -> list[str]:
+    """Count decisions by status, then reason; with `verbose`, name the files."""
+    by_status: dict[str, dict[str, list[ArtifactCleanupDecision]]] = {}
     for decision in decisions:
         reasons = by_status.setdefault(decision.status.value, {})
-        reason = decision.reason.value
-        reasons[reason] = reasons.get(reason, 0) + 1
+        reasons.setdefault(decision.reason.value, []).append(decision)
     lines = []
-    for status in sorted(by_status):
-        reasons = by_status[status]
-        lines.append(f"{sum(reasons.values()):>7}  {status}")
-        lines.extend(
-            f"{'':>9}{count:>5} x {reason}" for reason, count in sorted(reasons.items())
-        )
+    for status, reasons in sorted(by_status.items()):
+        lines.append(f"{sum(map(len, reasons.values())):>7}  {status}")
+        for reason, group in sorted(reasons.items()):
+            lines.append(f"{'':>9}{len(group):>5} x {reason}")
+            if verbose:
+                lines.extend(_file_lines(group, now))
     return lines or ["nothing in tool-results/"]
+
+
+def _file_lines(group: list[ArtifactCleanupDecision], now: datetime) -> list[str]:
+    """Name each file with its age, oldest first; files of no known age last."""
+    aged = [(_age_seconds(decision, now), decision) for decision in group]
+    # By the number of seconds, never by the rendered text ("10d" < "2d").
+    aged.sort(key=lambda pair: (pair[0] is None, -(pair[0] or 0), pair[1].filename))
+    return [
+        f"{'':>17}{MISSING if age is None else age_text(age):>5}  "
+        f"{decision.filename}  {decision.detail}".rstrip()
+        for age, decision in aged
+    ]
+
+
+def _age_seconds(decision: ArtifactCleanupDecision, now: datetime) -> float | None:
+    """Return how old the file was at `now`, by the mtime the scan froze."""
+    snapshot = decision.snapshot
+    return None if snapshot is None else now.timestamp() - snapshot.mtime_ns / 1e9
 
 
 def gc_command(args: argparse.Namespace) -> int:
@@ -84,14 +105,17 @@ def gc_command(args: argparse.Namespace) -> int:
         data = {"plan": plan.to_dict(), "report": report.to_dict()}
         sys.stdout.write(json.dumps(data, sort_keys=True) + "\n")
     else:
-        lines = ["plan:", *_table(plan.decisions)]
+        verbose = getattr(args, "verbose", False)  # -v names the files
+        when = plan.planned_at
+        lines = ["plan:", *_table(plan.decisions, now=when, verbose=verbose)]
         if report.dry_run:
             lines.append(
                 f"dry run: {len(plan.candidates())} would be deleted; "
                 "run again with --apply"
             )
         else:
-            lines += ["applied:", *_table(report.decisions)]
+            applied = _table(report.decisions, now=when, verbose=verbose)
+            lines += ["applied:", *applied]
         sys.stdout.write("".join(line + "\n" for line in lines))
     if report.error is not None:
         sys.stderr.write(

@@ -6,10 +6,10 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from spillvault.adapters.cli.commands import (
+from spillvault.adapters.cli.sessions import (
     open_existing,
     open_for_reading,
-    session_dir,
+    required_session,
 )
 from spillvault.adapters.session import open_session
 from spillvault.adapters.storage.fs import exists
@@ -69,7 +69,7 @@ def _report_lines(reports: list[ArtifactReconciliationReport]) -> list[str]:
 
 def journal_verify_command(args: argparse.Namespace) -> int:
     """Verify the whole journal against the event store (catching up a short one)."""
-    with open_for_reading(args) as session:
+    with open_for_reading(required_session(args)) as session:
         report = session.journal.verify()
     torn = f"; a torn tail of {report.torn_bytes} bytes" if report.torn_bytes else ""
     _emit(
@@ -82,7 +82,7 @@ def journal_verify_command(args: argparse.Namespace) -> int:
 
 def journal_repair_command(args: argparse.Namespace) -> int:
     """Rebuild the journal from the event store; keep the damaged file aside (J7)."""
-    with open_session(session_dir(args), mode="open", recover=False) as session:
+    with open_session(required_session(args), mode="open", recover=False) as session:
         report, aside = session.journal.repair()
         # With no journal to replace, nothing was kept aside under that name.
         kept = aside if exists(session.fs, aside, dir_fd=session.dir_fd) else None

@@ -112,9 +112,10 @@ def _handler(name: str) -> Callable[[argparse.Namespace], int]:
 def _session_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--session",
-        metavar="DIR",
-        help="session directory (default: the handle's own session, "
-        "$SPILLVAULT_SESSION, or ./.spillvault/session)",
+        metavar="DIR|ID",
+        help="the session: a directory if it contains a '/', else a session id "
+        "under $SPILLVAULT_HOME (default: $SPILLVAULT_SESSION; a handle finds "
+        "its own session; run makes a new one)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON")
 
@@ -160,9 +161,18 @@ def _add_artifact_commands(commands: Any) -> None:
         help="lines (2000)",
     )
     read.add_argument(
-        "--bytes", metavar="A:B", type=byte_range, help="a byte range instead of lines"
+        "--bytes",
+        metavar="A:B",
+        type=byte_range,
+        help="a byte range instead of lines; a page is cut on UTF-8 characters",
     )
-    read.set_defaults(handler=_handler("read_command"))
+    read.add_argument(
+        "--raw",
+        action="store_true",
+        help="with --bytes: write exactly those bytes, undecoded and uncut "
+        "(not with --json)",
+    )
+    read.set_defaults(handler=_handler("read_command"), usage_error=read.error)
 
     grep = commands.add_parser("grep", help="search an artifact (literal by default)")
     _session_option(grep)
@@ -172,8 +182,8 @@ def _add_artifact_commands(commands: Any) -> None:
         "-C",
         dest="context",
         type=_integer_flag(0, "a line count"),
-        default=0,
-        help="context lines",
+        default=None,
+        help="context lines; groups are parted by --, as in GNU grep",
     )
     grep.add_argument(
         "--max",
@@ -191,8 +201,16 @@ def _add_artifact_commands(commands: Any) -> None:
     )
     grep.set_defaults(handler=_handler("grep_command"))
 
-    listing = commands.add_parser("ls", help="list the session's artifacts")
+    listing = commands.add_parser(
+        "ls", help="list the artifacts of a session, or of every session under the root"
+    )
     _session_option(listing)
+    listing.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print only the handles, oldest first",
+    )
     listing.set_defaults(handler=_handler("ls_command"))
 
 
@@ -273,6 +291,12 @@ def _add_gc_command(commands: Any) -> None:
         help="delete at most N (oldest)",
     )
     gc.add_argument("--apply", action="store_true", help="delete (default: dry run)")
+    gc.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="name each file with its age, oldest first, under its status and reason",
+    )
     gc.set_defaults(handler=_run_gc)
 
 

@@ -17,10 +17,13 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from typing import IO, TYPE_CHECKING, Final, Self
 
+from spillvault.domain.command import CommandFacts
+
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
     from types import FrameType
 
 EXIT_TIMED_OUT: Final = 124
@@ -51,12 +54,16 @@ class CommandRun:
         *,
         timeout: float | None = None,
         tee: IO[bytes] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.command = list(command)
         self.timeout = timeout
         self.tee = tee
         self.signalled: int | None = None
         self.timed_out = False
+        self._clock = clock
+        self._started = 0.0
+        self._ended: float | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._killer: threading.Timer | None = None
         self._previous: dict[int, object] = {}
@@ -102,15 +109,37 @@ class CommandRun:
         """Wait for the command, clear its group, and return the shell's status."""
         process = self._running()
         code = process.wait()
+        self._ended = self._clock()
         if self.interrupted:
             # What of the group outlived the command dies with it.
             self._stop(signal.SIGKILL)
+        return self._status(code)
+
+    def facts(self) -> CommandFacts:
+        """Return what the command did, once `wait()` returned."""
+        code = self._running().returncode
+        if code is None or self._ended is None:
+            msg = "the command was not waited for"
+            raise RuntimeError(msg)
+        # What ended it: the signal that killed it, else the one passed on to it.
+        ended_by = -code if code < 0 else self.signalled
+        return CommandFacts(
+            argv=tuple(_shown_argument(arg) for arg in self.command),
+            exit_status=self._status(code),
+            duration_ms=max(0, round((self._ended - self._started) * 1000)),
+            signal=None if ended_by is None else signal_name(ended_by),
+            timed_out=self.timed_out,
+        )
+
+    def _status(self, code: int) -> int:
+        """Return the shell's status for the command's return code."""
         if self.timed_out:
             return EXIT_TIMED_OUT
         return code if code >= 0 else 128 - code
 
     def _start(self) -> None:
         name = self.command[0]
+        self._started = self._clock()
         try:
             self._process = subprocess.Popen(  # noqa: S603 - the user's own command
                 self.command,
@@ -175,6 +204,20 @@ def _stdin_is_a_terminal() -> bool:
         return False
 
 
+def signal_name(signum: int) -> str:
+    """Return a signal's name as `kill -l` gives it: `SIGTERM`, `SIGRTMIN+6`."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        # Python names only the first and last real-time signals.
+        return f"SIGRTMIN+{signum - signal.SIGRTMIN}"
+
+
+def _shown_argument(arg: str) -> str:
+    r"""Return an argument as text; bytes that are not UTF-8 show as `\xff`."""
+    return os.fsencode(arg).decode("utf-8", "backslashreplace")
+
+
 __all__ = [
     "EXIT_NOT_EXECUTABLE",
     "EXIT_NOT_FOUND",
@@ -182,4 +225,5 @@ __all__ = [
     "EXIT_TIMED_OUT",
     "CommandNotStartedError",
     "CommandRun",
+    "signal_name",
 ]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spillvault.domain.graphemes import back_off_cluster
+
 LINE_CUT_MARKER = " … [line cut: {hidden} more characters]"
 
 
@@ -16,6 +18,15 @@ class CappedLines:
     next_start_line: int | None
 
 
+def cap_line(line: str, max_line: int) -> str:
+    """Return `line`, or its first `max_line` characters and how many were cut."""
+    if len(line) <= max_line:
+        return line
+    # Never half a cluster: the marker then counts exactly what is hidden.
+    cut = back_off_cluster(line, max_line)
+    return line[:cut] + LINE_CUT_MARKER.format(hidden=len(line) - cut)
+
+
 def cap_lines(
     lines: list[str], *, first_line: int, budget: int, max_line: int
 ) -> CappedLines:
@@ -23,10 +34,7 @@ def cap_lines(
     out: list[str] = []
     used = 0
     for index, line in enumerate(lines):
-        shown = line
-        if len(line) > max_line:
-            hidden = len(line) - max_line
-            shown = line[:max_line] + LINE_CUT_MARKER.format(hidden=hidden)
+        shown = cap_line(line, max_line)
         cost = len(shown) + 1
         if out and used + cost > budget:
             return CappedLines("\n".join(out), index, first_line + index)

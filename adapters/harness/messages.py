@@ -1,4 +1,4 @@
-"""Tool results in plain-dict message histories (Anthropic Messages, OpenAI Chat).
+"""Tool results in message histories (Anthropic Messages, OpenAI Chat).
 
 The formats are the official SDKs' request shapes. Anthropic: assistant
 `tool_use` blocks `{"type", "id", "name", "input"}` and user `tool_result`
@@ -6,16 +6,23 @@ blocks `{"type", "tool_use_id", "content", "is_error"?}`. OpenAI: assistant
 `tool_calls` `{"id", "type": "function", "function": {"name", "arguments"}}`
 and `{"role": "tool", "tool_call_id", "content"}` messages.
 
-Nothing here mutates its input: a rebuilt history is a new list whose changed
-messages are deep copies; unchanged messages are the caller's own objects.
+`gate_messages` also takes the SDKs' own objects (pydantic models), whole
+messages or blocks, and returns them as plain dicts (see `sdk_objects`); the
+other functions here take plain-dict histories.
+
+Nothing here mutates its input: a rebuilt history is a new list; a message
+that was changed or held SDK objects is a new dict (a deep copy); every other
+message is the caller's own object.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from spillvault.adapters.harness.sdk_objects import plain_history
 from spillvault.adapters.services.externalizer import text_of
 
 if TYPE_CHECKING:
@@ -141,7 +148,10 @@ def _content_of(content: object, index: int) -> Content:
         return content
     if isinstance(content, list):
         return content
-    msg = f"tool result content at message {index} must be a string or a list"
+    msg = (
+        f"tool result content at message {index} must be a string or a list, "
+        f"not {type(content).__name__}"
+    )
     raise TypeError(msg)
 
 
@@ -170,7 +180,7 @@ def replace_tool_results(
 
 
 def gate_messages(
-    messages: Sequence[Mapping[str, Any]],
+    messages: Sequence[object],
     *,
     format: str,  # noqa: A002 - SPEC's keyword
     externalizer: SessionExternalizer,
@@ -178,11 +188,14 @@ def gate_messages(
 ) -> tuple[list[Message], list[GateOutcome]]:
     """Apply the spill gate (S1) to every tool result of a history (S7.2).
 
-    The outcomes are in result order; a result the gate changed gets the
-    outcome's content, everything else stays as it was.
+    The messages are dicts or SDK objects. The outcomes are in result order; a
+    result the gate changed gets the outcome's content, everything else stays
+    as it was. A result mixing text and other blocks is gated by its text
+    blocks, which a spill replaces by one preview block ahead of the others.
     """
+    history = plain_history(messages, fmt=check_format(format))
     gated, outcomes = gate_results(
-        messages, format=format, externalizer=externalizer, arm=arm, skip=frozenset()
+        history, format=format, externalizer=externalizer, arm=arm, skip=frozenset()
     )
     return gated, [outcome for _, outcome in outcomes]
 
@@ -195,24 +208,52 @@ def gate_results(
     arm: Arm,
     skip: frozenset[str],
 ) -> tuple[list[Message], list[tuple[str, GateOutcome]]]:
-    """Gate the results whose tool_use_id is not in `skip`; (id, outcome) in order."""
+    """Gate a plain history's results not in `skip`; (id, outcome) in order."""
     outcomes: list[tuple[str, GateOutcome]] = []
     replacements: dict[Position, Content] = {}
     # Listing first rejects a malformed history before anything is stored.
     for result in list(iter_tool_results(messages, format=format)):
         if result.tool_use_id in skip:
             continue
-        outcome = externalizer.process(
-            result.content,
-            result.tool_name,
-            arm=arm,
-            tool_use_id=result.tool_use_id,
-            is_error=result.is_error,
-        )
+        outcome = _gate_result(result, externalizer=externalizer, arm=arm)
         outcomes.append((result.tool_use_id, outcome))
         if outcome.content is not result.content:
             replacements[result.position] = outcome.content
     return replace_tool_results(messages, replacements), outcomes
+
+
+def _gate_result(
+    result: ToolResult, *, externalizer: SessionExternalizer, arm: Arm
+) -> GateOutcome:
+    """Gate one tool result; one mixing text and other blocks by its text blocks.
+
+    The gate leaves any content with a non-text block alone, yet an image must
+    not keep a huge text beside it in context. So the text blocks are gated on
+    their own (joined into one artifact, as an all-text result is) and, when
+    spilled, the content becomes the preview block, then the other blocks
+    unchanged in their order. The preview goes first because the text blocks
+    have no single place left, and so the model reads the handle before the
+    images, where an all-text result has its preview too. Only Anthropic
+    results mix: an OpenAI tool message takes text parts only.
+    """
+    content = result.content
+    blocks = [] if isinstance(content, str) else content
+    texts = [block for block in blocks if block.get("type") == "text"]
+    others = [block for block in blocks if block.get("type") != "text"]
+    gated: Content = texts if texts and others else content
+    outcome = externalizer.process(
+        gated,
+        result.tool_name,
+        arm=arm,
+        tool_use_id=result.tool_use_id,
+        is_error=result.is_error,
+    )
+    if gated is content:
+        return outcome
+    if outcome.content is gated:
+        return dataclasses.replace(outcome, content=content)
+    assert isinstance(outcome.content, list)  # noqa: S101 - the gate keeps the shape
+    return dataclasses.replace(outcome, content=[*outcome.content, *others])
 
 
 __all__ = [

@@ -1,4 +1,7 @@
-"""Microcompact (S7.1) and the context ladder (S7.2) over plain-dict histories.
+"""Microcompact (S7.1) and the context ladder (S7.2) over message histories.
+
+A history's messages are dicts or the SDKs' own objects; the returned history
+is plain dicts, as `gate_messages` returns it (see `messages`).
 
 Sizes are the counter's units applied to the history's canonical JSON text
 (`ensure_ascii=False`, sorted keys, no spaces). The default counter is the
@@ -26,10 +29,12 @@ from spillvault.adapters.harness.messages import (
     replace_tool_results,
     text_of,
 )
+from spillvault.adapters.harness.sdk_objects import plain_history
 from spillvault.adapters.services.lease_projection import session_projection
 from spillvault.domain.bounds import MAX_SIZE, integer_problem
 from spillvault.domain.errors import SpillPolicyError
 from spillvault.domain.machines import ARTIFACT_MACHINE
+from spillvault.domain.notice import SUGGESTED_READ_LIMIT, call_argument
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -44,8 +49,9 @@ logger = logging.getLogger("spillvault")
 
 SizeCounter = Callable[[str], int]
 PLACEHOLDER = (
-    "[tool result cleared to save context; full output: {handle}; "
-    "read it with read_artifact]"
+    "[tool result cleared to save context; full output: {handle}; read: "
+    "read_artifact(handle={argument}, start_line=1, limit={limit}); search: "
+    'grep_artifact(handle={argument}, pattern="...")]'
 )
 # A placeholder may point only at a stored artifact: an open one's bytes are
 # still to come.
@@ -143,11 +149,13 @@ def history_size(messages: Sequence[Mapping[str, Any]], counter: SizeCounter) ->
 
 def placeholder_for(handle: str) -> str:
     """Return the text a cleared result's content becomes."""
-    return PLACEHOLDER.format(handle=handle)
+    return PLACEHOLDER.format(
+        handle=handle, argument=call_argument(handle), limit=SUGGESTED_READ_LIMIT
+    )
 
 
 def microcompact(  # noqa: PLR0913 - SPEC's signature
-    messages: Sequence[Mapping[str, Any]],
+    messages: Sequence[object],
     *,
     format: str,  # noqa: A002 - SPEC's keyword
     keep_recent: int,
@@ -173,14 +181,14 @@ def microcompact(  # noqa: PLR0913 - SPEC's signature
     ):
         _check_amount(name, amount)
     count = counter or _default_counter(externalizer)
-    results = list(iter_tool_results(messages, format=fmt))
-    size_before = history_size(messages, count)
+    history = plain_history(messages, fmt=fmt)
+    results = list(iter_tool_results(history, format=fmt))
+    size_before = history_size(history, count)
     if size_before <= trigger:
-        unchanged = replace_tool_results(messages, {})
-        return unchanged, MicrocompactReport(
+        return history, MicrocompactReport(
             triggered=False, size_before=size_before, size_after=size_before
         )
-    run = _Run(messages, count, externalizer, frozenset(exclude_tools), size_before)
+    run = _Run(history, count, externalizer, frozenset(exclude_tools), size_before)
     recent = min(keep_recent, len(results))
     if recent:
         run.skipped["kept_recent"] = recent
@@ -188,7 +196,7 @@ def microcompact(  # noqa: PLR0913 - SPEC's signature
         if run.done(trigger, clear_at_least):
             break
         run.clear(result)
-    new_messages = replace_tool_results(messages, run.replacements)
+    new_messages = replace_tool_results(history, run.replacements)
     return new_messages, MicrocompactReport(
         triggered=True,
         size_before=size_before,
@@ -200,7 +208,7 @@ def microcompact(  # noqa: PLR0913 - SPEC's signature
 
 
 def prepare_context(
-    messages: Sequence[Mapping[str, Any]],
+    messages: Sequence[object],
     *,
     format: str,  # noqa: A002 - SPEC's keyword
     externalizer: SessionExternalizer,
@@ -214,10 +222,11 @@ def prepare_context(
     """
     fmt = check_format(format)
     count = policy.counter or _default_counter(externalizer)
-    size_before = history_size(messages, count)
+    history = plain_history(messages, fmt=fmt)
+    size_before = history_size(history, count)
     seen = frozenset(_records_by_id(externalizer))
     gated, outcomes = gate_results(
-        messages, format=fmt, externalizer=externalizer, arm="model", skip=seen
+        history, format=fmt, externalizer=externalizer, arm="model", skip=seen
     )
     compacted, report = microcompact(
         gated,

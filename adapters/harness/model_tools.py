@@ -22,6 +22,12 @@ from spillvault.domain.errors import (
     ArtifactIntegrityError,
     ArtifactRetentionError,
 )
+from spillvault.domain.notice import (
+    GREP_TOOL,
+    READ_TOOL,
+    SUGGESTED_READ_LIMIT,
+    call_argument,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -29,9 +35,7 @@ if TYPE_CHECKING:
     from spillvault.adapters.services.externalizer import SessionExternalizer
 
 Format = Literal["anthropic", "openai"]
-READ_TOOL = "read_artifact"
-GREP_TOOL = "grep_artifact"
-DEFAULT_READ_LIMIT = 200
+DEFAULT_READ_LIMIT = SUGGESTED_READ_LIMIT
 MAX_READ_LIMIT = 5000
 MAX_CONTEXT = 20
 DEFAULT_MAX_MATCHES = 50
@@ -215,7 +219,8 @@ def _read(ext: SessionExternalizer, args: dict[str, Any]) -> str:
     text = header + ("\n" + capped.text if capped.text else "")
     following = capped.next_start_line or (last + 1 if last < total else None)
     if following is not None:
-        text += f"\n[more: call {READ_TOOL} with start_line={following}]"
+        call = f"handle={call_argument(handle)}, start_line={following}, limit={limit}"
+        text += f"\n[more: {READ_TOOL}({call})]"
     return text
 
 
@@ -260,5 +265,18 @@ def _grep(ext: SessionExternalizer, args: dict[str, Any]) -> str:
     elif result.truncated and result.resume_from is not None:
         resume = result.resume_from + 1
     if resume is not None:
-        text += f"\n[more: call {GREP_TOOL} with start_line={resume}]"
+        call = _grep_call(handle, pattern, args, resume)
+        text += f"\n[more: {GREP_TOOL}({call})]"
     return text
+
+
+def _grep_call(handle: str, pattern: str, args: dict[str, Any], resume: int) -> str:
+    """Return the arguments that continue a grep: the same search, further on."""
+    parts = [f"handle={call_argument(handle)}", f"pattern={call_argument(pattern)}"]
+    parts.extend(
+        f"{key}={args[key]}" for key in ("context", "max_matches") if key in args
+    )
+    if args.get("regex"):
+        parts.append("regex=true")
+    parts.append(f"start_line={resume}")
+    return ", ".join(parts)

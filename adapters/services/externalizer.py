@@ -3,6 +3,20 @@
 `process()` is what a harness calls on every finalized tool result: first match
 wins — non-text, exempt tool (model arm), under the limit, notice too large,
 store failed, spilled. A successful tool call never becomes an error.
+
+Raw bytes are gated too. Bytes that `domain.binary` calls binary are stored
+whatever their size, tool or arm (a model can use none of them in context,
+and only the artifact keeps them), and the model sees their header, one
+description line and the notice: reason `binary`; `notice_too_large` and
+`store_failed` then give the description line alone, as nothing is stored.
+Other bytes are stored verbatim but gated as their text (decoded with
+U+FFFD for invalid bytes), which is also what an untouched outcome returns.
+
+A stream is stored before it is gated, so its handle is always shown: binary
+bytes are described (`binary`), an output under its limit is shown whole under
+its header and notice (`under_limit`) when that still fits the limit, and any
+other output is previewed (`spilled`); a stream cut short keeps `interrupted`
+or `store_failed` whatever it shows.
 """
 
 from __future__ import annotations
@@ -16,6 +30,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from spillvault.adapters.services import gc
 from spillvault.adapters.services.reader import ArtifactReader
 from spillvault.adapters.services.recovery import artifact_filenames
+from spillvault.domain.binary import (
+    SNIFF_BYTES,
+    describe_binary,
+    is_binary,
+    summarize_binary,
+)
 from spillvault.domain.enums import ArtifactState, SizeUnit
 from spillvault.domain.errors import (
     ArtifactAccessError,
@@ -23,14 +43,14 @@ from spillvault.domain.errors import (
     SpillPolicyError,
 )
 from spillvault.domain.key_lines import KeyLineScanner
-from spillvault.domain.notice import (
-    PreviewSource,
-    fixed_parts_fit,
-    render_header,
-    render_notice,
-)
+from spillvault.domain.notice import PreviewSource, fixed_parts_fit
 from spillvault.domain.policy import SpillPolicy
-from spillvault.domain.preview import PreviewText, build_preview
+from spillvault.domain.preview import (
+    PreviewText,
+    build_pointer,
+    build_preview,
+    build_whole,
+)
 from spillvault.domain.summary import check_summary, summarize
 from spillvault.domain.values import ArtifactCleanupPolicy
 
@@ -43,6 +63,7 @@ if TYPE_CHECKING:
     from spillvault.adapters.storage.handles import SessionHandles
     from spillvault.domain.artifact import Artifact
     from spillvault.domain.cleanup import ArtifactCleanupPlan, ArtifactCleanupReport
+    from spillvault.domain.command import CommandFacts
     from spillvault.domain.ports import ArtifactStore, ArtifactStream
     from spillvault.domain.reading import GrepResult
     from spillvault.domain.values import ArtifactReference, ArtifactRetentionClaim
@@ -51,6 +72,8 @@ logger = logging.getLogger("spillvault")
 
 Arm = Literal["model", "log"]
 Content = str | list[dict[str, Any]]
+ToolOutput = Content | bytes | bytearray | memoryview
+"""What `process` gates: a string, a list of content blocks, or raw bytes."""
 _ARMS = ("model", "log")
 _PIECE = 1 << 20
 # A window of this many bytes per budget unit always holds a budget's worth of
@@ -97,40 +120,49 @@ class SessionExternalizer:
 
     # the gate -----------------------------------------------------------------
 
-    def process(  # noqa: PLR0911 - one return per gate rule (S1.2)
+    def process(  # noqa: PLR0913 - S1.2's call facts, all keyword-only
         self,
-        content: Content,
+        content: ToolOutput,
         tool_name: str,
         *,
         arm: Arm = "model",
         tool_use_id: str | None = None,
         is_error: bool = False,
+        command: CommandFacts | None = None,
     ) -> GateOutcome:
-        """Apply the gate of S1.2 to one finalized tool result."""
+        """Apply the gate of S1.2 to one finalized tool result (bytes: see the module).
+
+        `command` is what the command that produced it did; a stored result
+        keeps it and its header shows it.
+        """
         if arm not in _ARMS:
             msg = f"arm must be 'model' or 'log', not {arm!r}"
             raise ValueError(msg)
+        call = _Call(tool_name, arm, tool_use_id, is_error, command)
+        if isinstance(content, bytes | bytearray | memoryview):
+            data = bytes(content)
+            if is_binary(data):
+                return self._gate_binary(data, call)
+            decoded = data.decode("utf-8", "replace")
+            return self._gate_text(decoded, decoded, data, call)
         text = _text_of(content)
         if text is None:
             return GateOutcome(content, "non_text")
-        if arm == "model" and self.policy.is_exempt(tool_name):
-            return GateOutcome(content, "exempt_tool")
-        if not self.should_externalize(text, tool_name):
-            return GateOutcome(content, "under_limit")
-        if not self._notice_fits(tool_name, tool_use_id=tool_use_id, is_error=is_error):
-            return GateOutcome(content, "notice_too_large")
-        try:
-            artifact = self._store_text(
-                text, tool_name, tool_use_id=tool_use_id, is_error=is_error
-            )
-        except Exception as error:  # noqa: BLE001 - S1.2.5: any failure keeps the original
-            logger.warning(
-                "spillvault: storing a %s result failed (%s: %s); kept it in context",
-                tool_name,
-                type(error).__name__,
-                error,
-            )
-            return GateOutcome(content, "store_failed")
+        return self._gate_text(content, text, text, call)
+
+    def _gate_text(
+        self, kept: Content, text: str, payload: str | bytes, call: _Call
+    ) -> GateOutcome:
+        """S1.2 rules 2-6 for `text`: `payload` is what is stored, `kept` what stays."""
+        if call.arm == "model" and self.policy.is_exempt(call.tool_name):
+            return GateOutcome(kept, "exempt_tool")
+        if not self.should_externalize(text, call.tool_name):
+            return GateOutcome(kept, "under_limit")
+        if not self._notice_fits(call):
+            return GateOutcome(kept, "notice_too_large")
+        artifact = self._try_store(payload, call)
+        if artifact is None:
+            return GateOutcome(kept, "store_failed")
         reference = self.store.reference_for(artifact)
         try:
             preview = self._preview_whole(text, artifact, reference)
@@ -140,8 +172,42 @@ class SessionExternalizer:
             logger.warning(
                 "spillvault: preview of %s failed: %s", reference.handle, error
             )
-            return GateOutcome(content, "store_failed")
-        return GateOutcome(_replace(content, preview), "spilled", reference)
+            return GateOutcome(kept, "store_failed")
+        return GateOutcome(_replace(kept, preview), "spilled", reference)
+
+    def _gate_binary(self, data: bytes, call: _Call) -> GateOutcome:
+        """Store binary bytes whatever their size and describe them (see the module)."""
+        if not self._notice_fits(call):
+            return GateOutcome(describe_binary(data, len(data)), "notice_too_large")
+        summary = summarize_binary(data, len(data))
+        artifact = self._try_store(data, call, summary=summary)
+        if artifact is None:
+            return GateOutcome(describe_binary(data, len(data)), "store_failed")
+        reference = self.store.reference_for(artifact)
+        view = self._described(data[:SNIFF_BYTES], self._source(artifact, reference))
+        return GateOutcome(view, "binary", reference)
+
+    def _try_store(
+        self, payload: str | bytes, call: _Call, *, summary: str | None = None
+    ) -> Artifact | None:
+        """Store `payload`, or log why it failed and return None (S1.2.5)."""
+        try:
+            return self._store(
+                payload,
+                call.tool_name,
+                tool_use_id=call.tool_use_id,
+                is_error=call.is_error,
+                command=call.command,
+                summary=summary,
+            )
+        except Exception as error:  # noqa: BLE001 - S1.2.5: any failure keeps the original
+            logger.warning(
+                "spillvault: storing a %s result failed (%s: %s); kept it in context",
+                call.tool_name,
+                type(error).__name__,
+                error,
+            )
+            return None
 
     def _fit_to_backend(self, policy: SpillPolicy) -> SpillPolicy:
         """Raise the handle and hint maxima to what this backend really issues.
@@ -164,9 +230,7 @@ class SessionExternalizer:
         except SpillPolicyError:
             return policy
 
-    def _notice_fits(
-        self, tool_name: str, *, tool_use_id: str | None, is_error: bool
-    ) -> bool:
+    def _notice_fits(self, call: _Call) -> bool:
         """S1.2 rule 4: the worst-case header and notice of this call fit."""
         longest = self.store.longest_handle()
         policy = self.policy
@@ -176,10 +240,11 @@ class SessionExternalizer:
             return False
         return fixed_parts_fit(
             policy,
-            tool_name,
-            tool_use_id=tool_use_id,
-            is_error=is_error,
+            call.tool_name,
+            tool_use_id=call.tool_use_id,
+            is_error=call.is_error,
             session_id=self.session.session_id,
+            with_command=call.command is not None,
         )
 
     def artifacts(self) -> Iterator[Artifact]:
@@ -200,7 +265,7 @@ class SessionExternalizer:
         """Store `output` whatever its size and return its preview (the seed's call)."""
         if summary is not None:
             check_summary(summary)
-        artifact = self._store_text(output, tool_name, summary=summary)
+        artifact = self._store(output, tool_name, summary=summary)
         reference = self.store.reference_for(artifact)
         return ExternalizedToolResult(
             self._pointer(output, artifact, reference), reference
@@ -226,10 +291,18 @@ class SessionExternalizer:
     # page faults ----------------------------------------------------------------
 
     def read_artifact(
-        self, artifact: ArtifactReference | str, offset: int = 0, limit: int = 2000
+        self,
+        artifact: ArtifactReference | str,
+        offset: int = 0,
+        limit: int = 2000,
+        *,
+        start_line: int | None = None,
     ) -> str:
-        """Return lines [offset, offset+limit) of a verified artifact (S3.1)."""
-        return self.reader.read_artifact(artifact, offset, limit)
+        """Return lines [offset, offset+limit) of a verified artifact (S3.1).
+
+        `start_line` is the 1-based alternative to `offset`.
+        """
+        return self.reader.read_artifact(artifact, offset, limit, start_line=start_line)
 
     def line_count(self, artifact: ArtifactReference | str) -> int:
         """Return how many lines a stored artifact has (as recorded, S2.3)."""
@@ -257,11 +330,12 @@ class SessionExternalizer:
         max_matches: int = 100,
         regex: bool = False,
         offset: int = 0,
+        start_line: int | None = None,
     ) -> GrepResult:
         """Search a verified artifact, literally unless `regex` (S3.1).
 
-        `offset` (0-based lines to skip) continues a truncated search from its
-        `resume_from`.
+        `start_line` (1-based) or `offset` (0-based) is where the search
+        starts; a truncated result's `next_start_line` continues it.
         """
         return self.reader.grep_artifact(
             artifact,
@@ -270,6 +344,7 @@ class SessionExternalizer:
             max_matches=max_matches,
             regex=regex,
             offset=offset,
+            start_line=start_line,
         )
 
     def read_from_disk(
@@ -373,22 +448,26 @@ class SessionExternalizer:
             raise ArtifactAccessError(msg)
         return artifact
 
-    def _store_text(
+    def _store(  # noqa: PLR0913 - the fields S2.3 records
         self,
-        text: str,
+        payload: str | bytes,
         tool_name: str,
         *,
         tool_use_id: str | None = None,
         is_error: bool = False,
         summary: str | None = None,
+        command: CommandFacts | None = None,
     ) -> Artifact:
-        data = text.encode("utf-8")  # a lone surrogate fails here: store_failed
+        """Store bytes verbatim, a text as UTF-8."""
+        # A lone surrogate fails to encode here: store_failed.
+        data = payload.encode("utf-8") if isinstance(payload, str) else payload
         return self.store.store(
             _pieces(data),
             source_tool=tool_name,
             tool_use_id=tool_use_id,
             is_error=is_error,
             summary=summary,
+            command=command,
         )
 
     def _pointer(
@@ -401,12 +480,7 @@ class SessionExternalizer:
         try:
             return self._preview_whole(text, artifact, reference)
         except ValueError:
-            source = self._source(artifact, reference)
-            notice = render_notice(
-                source, source.total_lines, source.total_bytes, SizeUnit.BYTES,
-                first_line=1,
-            )  # fmt: skip
-            return render_header(source) + "\n" + notice
+            return build_pointer(self._source(artifact, reference))
 
     def _preview_whole(
         self, text: str, artifact: Artifact, reference: ArtifactReference
@@ -434,7 +508,19 @@ class SessionExternalizer:
             tool_use_id=artifact.tool_use_id,
             is_error=artifact.is_error,
             partial=artifact.state == "partial",
+            command=artifact.command_facts,
         )
+
+    def _described(self, head: bytes, source: PreviewSource) -> str:
+        """Return header, description line and notice (no line if over the budget)."""
+        # A stream's recorded summary is its bytes decoded: noise, not shown.
+        size = source.total_bytes
+        source = dataclasses.replace(source, summary=summarize_binary(head, size))
+        view = build_pointer(source, describe_binary(head, size))
+        limit = self.policy.limit_for(source.tool_name)
+        if self.policy.measure(view, limit.unit) <= limit.budget:
+            return view
+        return build_pointer(source)
 
     def _gate_stored(
         self,
@@ -443,34 +529,46 @@ class SessionExternalizer:
         key_lines: tuple[tuple[int, str], ...],
         reason: str,
     ) -> GateOutcome:
-        """Gate a stored stream from bounded windows of its bytes (S2.4)."""
+        """Gate a stored stream from bounded windows of its bytes (S2.4).
+
+        The artifact exists, so every view shows its handle (see the module);
+        `reason` is `spilled` for a stream that ended, and stays for one that
+        did not.
+        """
+        handle, size = reference.handle, reference.size_bytes
         limit = self.policy.limit_for(reference.source_tool)
         per_unit = _WINDOW_BYTES_PER_UNIT[limit.unit]
         window = limit.budget * per_unit
-        size = reference.size_bytes
+        source = self._source(artifact, reference)
         # Up to here the output may still be under its limit: measure it whole.
-        if size <= max(2 * window, limit.limit * per_unit):
-            data = self.reader.read_artifact_bytes(reference.handle, 0, size)
-            text = data.decode("utf-8", "replace")
+        whole = size <= max(2 * window, limit.limit * per_unit)
+        head = self.reader.read_artifact_bytes(
+            handle, 0, size if whole else max(window, SNIFF_BYTES)
+        )
+        if is_binary(head):
+            kept = "binary" if reason == "spilled" else reason
+            return GateOutcome(self._described(head, source), kept, reference)
+        if whole:
+            text = head.decode("utf-8", "replace")
             if not self.should_externalize(text, reference.source_tool):
-                kept = "under_limit" if reason == "spilled" else reason
-                return GateOutcome(text, kept, reference)
+                view = build_whole(text, source)
+                if self.policy.measure(view, limit.unit) <= limit.limit:
+                    kept = "under_limit" if reason == "spilled" else reason
+                    return GateOutcome(view, kept, reference)
             preview = PreviewText(head=text, tail=text, whole=True)
         else:
-            head = self.reader.read_artifact_bytes(reference.handle, 0, window)
-            tail = self.reader.read_artifact_bytes(
-                reference.handle, size - window, size
-            )
+            tail = self.reader.read_artifact_bytes(handle, size - window, size)
             preview = PreviewText(
-                head=_complete_head(head),
+                head=_complete_head(head[:window]),
                 tail=_complete_tail(tail),
                 whole=False,
                 key_lines=key_lines,
             )
-        source = self._source(artifact, reference)
-        return GateOutcome(
-            build_preview(preview, source, self.policy), reason, reference
-        )
+        try:
+            view = build_preview(preview, source, self.policy)
+        except ValueError:
+            view = build_pointer(source)
+        return GateOutcome(view, reason, reference)
 
 
 class GateStream:
@@ -504,18 +602,21 @@ class GateStream:
         except Exception as error:  # noqa: BLE001 - S2.4: seal what was stored
             self._failed = error
 
-    def close(self, *, interrupted: bool = False) -> GateOutcome:
+    def close(
+        self, *, interrupted: bool = False, command: CommandFacts | None = None
+    ) -> GateOutcome:
         """Seal and return the gated preview; partial after a failure or interruption.
 
         `interrupted` says the producer was stopped (a signal, a timeout) before
         its output ended: what arrived is kept, sealed as partial (S2.4).
+        `command` is what the producing command did; the header shows it.
         """
         ext = self._externalizer
         if self._failed is None and not interrupted:
-            artifact = self._stream.close()
+            artifact = self._stream.close(command=command)
             reason = "spilled"
         elif self._failed is None:
-            artifact = self._stream.fail()
+            artifact = self._stream.fail(command=command)
             reason = "interrupted"
         else:
             logger.warning(
@@ -523,7 +624,7 @@ class GateStream:
                 self._tool_name,
                 self._failed,
             )
-            artifact = self._stream.fail()
+            artifact = self._stream.fail(command=command)
             reason = "store_failed"
         if artifact.state == ArtifactState.OPEN:
             # Even the partial seal could not be recorded (a full disk):
@@ -560,9 +661,20 @@ def text_of(content: Content) -> str | None:
 def _text_of(content: Content) -> str | None:
     if not isinstance(content, str | list):
         kind = type(content).__name__
-        msg = f"content must be a string or a list of blocks, not {kind}"
+        msg = f"content must be a string, bytes or a list of blocks, not {kind}"
         raise TypeError(msg)
     return text_of(content)
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One gate call's facts besides its content."""
+
+    tool_name: str
+    arm: Arm
+    tool_use_id: str | None
+    is_error: bool
+    command: CommandFacts | None = None
 
 
 def _replace(content: Content, preview: str) -> Content:

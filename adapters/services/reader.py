@@ -127,10 +127,19 @@ class ArtifactReader:
     # public API -------------------------------------------------------------
 
     def read_artifact(
-        self, artifact: ArtifactReference | str, offset: int = 0, limit: int = 2000
+        self,
+        artifact: ArtifactReference | str,
+        offset: int = 0,
+        limit: int = 2000,
+        *,
+        start_line: int | None = None,
     ) -> str:
-        """Return line pieces `[offset, offset + limit)` joined by newlines (S3.1)."""
-        offset = _non_negative(offset, "offset")
+        """Return line pieces `[offset, offset + limit)` joined by newlines (S3.1).
+
+        `start_line=N` (1-based, as grep hits and previews number lines) is
+        the same as `offset=N - 1`; give one or the other.
+        """
+        offset = _first_offset(offset, start_line)
         limit = _non_negative(limit, "limit")
         with self._open(artifact) as chunks:
             span = chunks.line_span(offset, limit)
@@ -176,20 +185,21 @@ class ArtifactReader:
         regex: bool = False,
         offset: int = 0,
         regex_timeout: float | None = None,
+        start_line: int | None = None,
     ) -> GrepResult:
         """Find lines containing `pattern` (a literal unless `regex`), in order.
 
-        `offset` skips that many lines first (0-based, as in `read_artifact`);
-        a truncated result's `resume_from` is the offset of the next match, so
-        `grep_artifact(..., offset=result.resume_from)` continues the search.
-        Context lines may come from before `offset`.
+        The search starts at 1-based `start_line` (or 0-based `offset`); a
+        truncated result's `next_start_line` is where the next match is, so
+        `grep_artifact(..., start_line=result.next_start_line)` continues the
+        search. Context lines may come from before the start.
         """
         if not isinstance(pattern, str):
             msg = f"pattern must be a string, not {type(pattern).__name__}"
             raise ValueError(msg)  # noqa: TRY004 - SPEC: invalid arguments are ValueError
         context = _non_negative(context, "context")
         max_matches = _non_negative(max_matches, "max_matches")
-        offset = _non_negative(offset, "offset")
+        offset = _first_offset(offset, start_line)
         timeout = self.regex_timeout if regex_timeout is None else regex_timeout
         if regex:
             _check_regex_timeout(timeout)
@@ -261,6 +271,21 @@ def _non_negative(value: int, name: str) -> int:
         msg = f"{name} must be >= 0"
         raise ValueError(msg)
     return number
+
+
+def _first_offset(offset: int, start_line: int | None) -> int:
+    """Return the 0-based first line from `offset` or 1-based `start_line`."""
+    offset = _non_negative(offset, "offset")
+    if start_line is None:
+        return offset
+    if offset:
+        msg = "give offset (0-based) or start_line (1-based), not both"
+        raise ValueError(msg)
+    line = _non_negative(start_line, "start_line")
+    if line < 1:
+        msg = "start_line is 1-based: it must be >= 1"
+        raise ValueError(msg)
+    return line - 1
 
 
 def _decode(data: bytes) -> str:

@@ -11,8 +11,8 @@ what was written and raises; the gate turns that into `store_failed`.
 A streaming artifact is created under its final name, recorded `open`, and
 sealed (or sealed `partial` over the bytes on disk) when it ends.
 
-Handles are the artifacts' absolute paths (S1.5) and are parsed only here:
-`resolve` accepts exactly `<tool-results dir>/<canonical artifact name>`.
+Handles are `<session-id>/<number>` (see `domain.handles`) and are resolved
+only here; `resolve` also takes an artifact's source id and absolute path.
 Every durable file operation goes through `session.fs`, the seam (S2.7).
 """
 
@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import json
 import logging
 import os
 import secrets
+import shlex
 import stat
 import weakref
 from contextlib import suppress
@@ -41,12 +41,19 @@ from spillvault.adapters.storage.fs import (
 from spillvault.adapters.storage.layout import TOOL_RESULTS_DIR
 from spillvault.domain.artifact import Artifact
 from spillvault.domain.errors import ArtifactAccessError
+from spillvault.domain.handles import (
+    MAX_ARTIFACT_DIGITS,
+    MAX_ARTIFACT_NUMBER,
+    handle_of,
+    parse_handle,
+)
 from spillvault.domain.summary import check_summary
 from spillvault.domain.values import (
     ArtifactReference,
     ArtifactSource,
     artifact_filename,
     artifact_number,
+    parse_artifact_source_id,
 )
 
 if TYPE_CHECKING:
@@ -54,14 +61,12 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from spillvault.adapters.storage.handles import SessionHandles
+    from spillvault.domain.command import CommandFacts
     from spillvault.domain.ports import FileSystem, KeyLineScanner
 
 logger = logging.getLogger(__name__)
 
 TMP_PREFIX = ".tmp-"
-MAX_ARTIFACT_DIGITS = 12
-"""Numbers stay below 10**12, so `longest_handle()` bounds every handle."""
-MAX_ARTIFACT_NUMBER = 10**MAX_ARTIFACT_DIGITS - 1
 _NAME_ATTEMPTS = 64
 _CREATE_READABLE = (EXCLUSIVE_CREATE & ~os.O_WRONLY) | os.O_RDWR
 """Readable too: after a failed write the file is hashed back from disk."""
@@ -128,11 +133,8 @@ class LocalArtifactStore:
     # handles (S1.5, S3.2) ---------------------------------------------------
 
     def handle_for(self, filename: str) -> str:
-        """Return the handle of an artifact: its absolute path."""
-        if artifact_number(filename) is None:
-            msg = f"not an artifact filename: {filename!r}"
-            raise ArtifactAccessError(msg)
-        return f"{self.tool_results_dir}/{filename}"
+        """Return the handle of an artifact: `<session-id>/<number>`."""
+        return handle_of(self._session.session_id, filename)
 
     def longest_handle(self) -> str:
         """Return a handle at least as long as any this store will issue."""
@@ -141,8 +143,9 @@ class LocalArtifactStore:
     def resolve(self, handle: str) -> str:
         """Return the filename `handle` names, if it is an artifact of this session.
 
-        Only the exact form `handle_for` issues is accepted; `..`, other
-        directories, other sessions, NUL bytes, non-canonical names and
+        Accepted: the handle `<session-id>/<number>`, and as aliases the
+        artifact's source id (S2.3) and its absolute path. Other sessions'
+        handles, `..`, other directories, NUL bytes, non-canonical names and
         entries that are symlinks or not regular files raise
         `ArtifactAccessError`. A missing file is not an access error: the
         caller finds out when it opens it.
@@ -164,22 +167,55 @@ class LocalArtifactStore:
         if "\x00" in handle:
             msg = "artifact handle contains a NUL byte"
             raise ArtifactAccessError(msg)
+        if handle.startswith("artifact:"):
+            return self._parse_source_id(handle)
+        if handle.startswith("/"):
+            return self._parse_path(handle)
+        parsed = parse_handle(handle)
+        if parsed is None:
+            msg = (
+                f"not an artifact handle: {handle[:300]!r} "
+                "(a handle is <session-id>/<number>, e.g. as the notice shows it)"
+            )
+            raise ArtifactAccessError(msg)
+        self._check_session(parsed.session_id, handle)
+        return parsed.filename
+
+    def _check_session(self, session_id: str, handle: str) -> None:
+        if session_id != self._session.session_id:
+            msg = (
+                f"artifact handle {handle[:300]!r} belongs to session "
+                f"{session_id[:100]!r}, not {self._session.session_id!r}"
+            )
+            raise ArtifactAccessError(msg)
+
+    def _parse_path(self, handle: str) -> str:
         directory, _, filename = handle.rpartition("/")
         if directory != self.tool_results_dir:
-            msg = f"artifact handle is outside the session: {handle[:300]!r}"
+            msg = f"artifact path is outside the session: {handle[:300]!r}"
             raise ArtifactAccessError(msg)
         if artifact_number(filename) is None:
             msg = f"not a canonical artifact name: {filename[:300]!r}"
             raise ArtifactAccessError(msg)
         return filename
 
+    def _parse_source_id(self, handle: str) -> str:
+        try:
+            source = parse_artifact_source_id(handle)
+        except ValueError as error:
+            raise ArtifactAccessError(str(error)) from None
+        self._check_session(source.session_id, handle)
+        artifact = self._session.store.get_artifact(source.filename)
+        content = None if artifact is None else artifact.stored_content
+        if content is not None and not source.matches_digest(content.content_sha256):
+            msg = f"source id {handle[:300]!r} names other content than the artifact"
+            raise ArtifactAccessError(msg)
+        return source.filename
+
     def hint(self, handle: str) -> str:
-        """Return how a model or a person reads more of the artifact."""
+        """Return the shell command that reads the artifact (the backend's hint)."""
         self._parse(handle)
-        quoted = json.dumps(handle, ensure_ascii=False)
-        return (
-            f"read_artifact({quoted}, offset=N) or `spillvault read {quoted} --line N`"
-        )
+        return f"spillvault read {shlex.quote(handle)}"
 
     def open_for_read(self, handle_or_filename: str) -> int:
         """Open an artifact read-only per A4; the caller closes the fd via the seam.
@@ -212,7 +248,8 @@ class LocalArtifactStore:
             msg = f"{artifact.filename} is still open: no digest to reference yet"
             raise ValueError(msg)
         return ArtifactReference(
-            path=Path(self.handle_for(artifact.filename)),
+            path=Path(self.tool_results_dir, artifact.filename),
+            handle=self.handle_for(artifact.filename),
             summary=artifact.summary,
             source_tool=artifact.source_tool,
             source=ArtifactSource(
@@ -235,9 +272,11 @@ class LocalArtifactStore:
         is_error: bool = False,
         summary: str | None = None,
         key_line_scanner: KeyLineScanner | None = None,
+        command: CommandFacts | None = None,
     ) -> Artifact:
         """Store the bytes of `chunks` as a new sealed artifact and record it.
 
+        `command` is what the command that produced them did, when one did.
         A caller's summary is validated before any file exists. On any failure
         nothing is left behind (no tmp, no final name, no event) and the error
         propagates.
@@ -266,6 +305,7 @@ class LocalArtifactStore:
                 is_error=is_error,
                 captured_at=captured_at,
                 summary=summary or summary_for(content, first_line),
+                command=command,
             )
             self._session.store.save_aggregates(artifact)
         except BaseException:
@@ -467,25 +507,25 @@ class ArtifactStream:
             self._seal_quietly(partial=True)
             raise
 
-    def close(self) -> Artifact:
-        """Seal the artifact with its digest; idempotent once sealed."""
+    def close(self, *, command: CommandFacts | None = None) -> Artifact:
+        """Seal the artifact with its digest (and `command`); idempotent once sealed."""
         if self._fd is None:
             return self._artifact
         try:
             self._fs.fsync(self._fd)
             self._fs.fsync(self._owner.dir_fd)
         except OSError:
-            self._seal_quietly(partial=True)
+            self._seal_quietly(partial=True, command=command)
             raise
-        return self._seal(partial=False)
+        return self._seal(partial=False, command=command)
 
-    def fail(self) -> Artifact:
-        """Seal what was stored as `partial`; idempotent once sealed."""
+    def fail(self, *, command: CommandFacts | None = None) -> Artifact:
+        """Seal what was stored as `partial` (and `command`); idempotent once sealed."""
         if self._fd is None:
             return self._artifact
         with suppress(OSError):
             self._fs.fsync(self._fd)
-        return self._seal(partial=True)
+        return self._seal(partial=True, command=command)
 
     def __enter__(self) -> Self:
         return self
@@ -507,7 +547,7 @@ class ArtifactStream:
             raise ValueError(msg)
         return self._fd
 
-    def _seal(self, *, partial: bool) -> Artifact:
+    def _seal(self, *, partial: bool, command: CommandFacts | None = None) -> Artifact:
         fd = self._writable()
         session = self._owner.session
         try:
@@ -515,10 +555,8 @@ class ArtifactStream:
             content, first_line = self._writer.content()
             summary = summary_for(content, first_line)
             at = session.clock.now()
-            if partial:
-                self._artifact.seal_partial(content, summary=summary, sealed_at=at)
-            else:
-                self._artifact.seal(content, summary=summary, sealed_at=at)
+            seal = self._artifact.seal_partial if partial else self._artifact.seal
+            seal(content, summary=summary, sealed_at=at, command=command)
             session.store.save_aggregates(self._artifact)
         except BaseException:
             # The aggregate may hold an unsaved event: reload what is recorded.
@@ -533,11 +571,13 @@ class ArtifactStream:
             self._fs.close(fd)
         return self._artifact
 
-    def _seal_quietly(self, *, partial: bool) -> None:
+    def _seal_quietly(
+        self, *, partial: bool, command: CommandFacts | None = None
+    ) -> None:
         if self._fd is None:
             return
         try:
-            self._seal(partial=partial)
+            self._seal(partial=partial, command=command)
         except Exception as error:  # noqa: BLE001 - the caller's error wins
             logger.warning(
                 "stream %s could not be sealed partial (%s); recovery will seal it",

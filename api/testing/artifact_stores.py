@@ -38,7 +38,6 @@ backend's own hostile forms by extending `hostile_handles()`.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import tempfile
@@ -51,12 +50,14 @@ from unittest import TestCase, mock
 from spillvault.adapters.session import open_session
 from spillvault.adapters.storage.content_writer import OVERLAP_MIN
 from spillvault.domain.artifact import Artifact
+from spillvault.domain.command import CommandFacts
 from spillvault.domain.constants import CHUNK_SIZE
 from spillvault.domain.errors import (
     ArtifactAccessError,
     ArtifactLeaseJournalError,
     ArtifactSessionReadOnlyError,
 )
+from spillvault.domain.handles import MAX_HANDLE_LENGTH
 from spillvault.testing.event_stores import FixedClock
 
 if TYPE_CHECKING:
@@ -354,7 +355,8 @@ class ArtifactStoreTestCase(TestCase, ABC):
         artifact = self.store.store([b"hello\n"], source_tool="grep")
         reference = self.store.reference_for(artifact)
         digest = hashlib.sha256(b"hello\n").hexdigest()
-        self.assertEqual(str(reference.path), self.store.handle_for(artifact.filename))
+        self.assertEqual(reference.handle, self.store.handle_for(artifact.filename))
+        self.assertEqual(reference.for_memory().artifact_path, reference.handle)
         self.assertEqual(reference.content_sha256, digest)
         self.assertEqual(reference.size_bytes, 6)
         self.assertEqual(reference.source_tool, "grep")
@@ -369,13 +371,13 @@ class ArtifactStoreTestCase(TestCase, ABC):
             self.store.reference_for(stream.artifact)
 
     def test_the_hint_names_the_handle_and_how_to_page(self) -> None:
-        """The hint quotes the handle and says `offset=N`; `longest_handle` bounds."""
+        """The hint names the handle; `longest_handle` bounds every handle."""
         handle = self.store.handle_for(
             self.store.store([b"x"], source_tool="bash").filename
         )
         hint = self.store.hint(handle)
-        self.assertIn(json.dumps(handle), hint)
-        self.assertIn("offset=N", hint)
+        self.assertIn(handle, hint)
+        self.assertLessEqual(len(handle), MAX_HANDLE_LENGTH)
         longest = self.store.longest_handle()
         self.assertGreaterEqual(len(longest), len(handle))
         self.assertGreaterEqual(len(self.store.hint(longest)), len(hint))
@@ -568,3 +570,29 @@ class ArtifactStoreTestCase(TestCase, ABC):
         self.assertEqual(second.artifact.state, "partial")
         self.assertEqual(second.artifact.content, expected_content(b"some\nbytes"))
         self.assertEqual(self.recorded(second.filename).state, "partial")
+
+    # what the producing command did (issue 15) ------------------------------
+
+    def test_a_command_given_to_store_close_or_fail_is_recorded(self) -> None:
+        """What a command did, given with its output, is there after reopening."""
+        ran = CommandFacts(("pytest", "-x", "tests"), exit_status=1, duration_ms=1234)
+        killed = CommandFacts(("sleep", "9"), 143, 5, signal="SIGTERM")
+        stored = self.store.store([b"out\n"], source_tool="bash", command=ran)
+        self.assertEqual(stored.command_facts, ran)
+        closing = self.store.open_stream("bash")
+        closing.write(b"long\n")
+        self.assertIsNone(closing.artifact.command_facts)
+        self.assertEqual(closing.close(command=ran).command_facts, ran)
+        failing = self.store.open_stream("bash")
+        failing.write(b"cut")
+        self.assertEqual(failing.fail(command=killed).command_facts, killed)
+        plain = self.store.store([b"no command"], source_tool="bash")
+        view, _ = self.open_store(self.session_name, mode="read")
+        for filename, facts in [
+            (stored.filename, ran),
+            (closing.filename, ran),
+            (failing.filename, killed),
+            (plain.filename, None),
+        ]:
+            with self.subTest(filename=filename):
+                self.assertEqual(self.recorded(filename, view).command_facts, facts)

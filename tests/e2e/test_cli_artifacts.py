@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -85,7 +87,12 @@ def test_read_grep_and_ls(tmp_path: Path) -> None:
     handle = str(session / "tool-results" / "tool_result_001.txt")
     read = cli("read", handle, "--line", "24999", "--limit", "3")
     assert read.returncode == 0, read.stderr
-    assert read.stdout == "step 24999 fine\nFATAL: quota at 25000\nstep 25001 fine\n"
+    assert read.stdout == (
+        "step 24999 fine\nFATAL: quota at 25000\nstep 25001 fine\n"
+        "[more: --line 25002 --limit 3]\n"
+    )
+    last = cli("read", handle, "--line", "39999", "--limit", "3")
+    assert last.stdout == "step 39999 fine\nstep 40000 fine\n"  # the end: no more
     grep = cli("grep", handle, "FATAL", "-C", "1")
     assert grep.stdout.splitlines() == [
         "24999-step 24999 fine",
@@ -98,13 +105,21 @@ def test_read_grep_and_ls(tmp_path: Path) -> None:
     )
     more = cli("grep", handle, "step 1", "--max", "1", "--from", "11")
     assert more.stdout.splitlines()[0] == "11:step 11 fine"
-    raw = cli("read", handle, "--bytes", "0:11", "--json")
-    assert json.loads(raw.stdout) == {"bytes": "step 1 fine", "next_byte": None}
+    page = cli("read", handle, "--bytes", "0:11", "--json")
+    assert json.loads(page.stdout) == {
+        "bytes_base64": base64.b64encode(b"step 1 fine").decode(),
+        "start": 0,
+        "requested_start": 0,
+        "end": 11,
+        "size_bytes": len(expected_log()),
+        "next_byte": 11,  # null only at the end of the artifact
+    }
     listing = cli("ls", "--session", str(session), "--json")
     (row,) = json.loads(listing.stdout)["artifacts"]
     assert row["filename"] == "tool_result_001.txt"
     assert row["state"] == "sealed"
     assert row["size_bytes"] == len(expected_log())
+    assert row["line_count"] == 40000
 
 
 def test_read_output_is_capped_and_says_how_to_continue(tmp_path: Path) -> None:
@@ -113,10 +128,18 @@ def test_read_output_is_capped_and_says_how_to_continue(tmp_path: Path) -> None:
     handle = str(session / "tool-results" / "tool_result_001.txt")
     done = cli("read", handle, "--limit", "40000")
     lines = done.stdout.splitlines()
-    assert lines[-1].startswith("[cut at the output budget: continue with --line ")
-    next_line = int(lines[-1].rsplit(" ", 1)[1].rstrip("]"))
-    assert lines[-2] == f"step {next_line - 1} fine"
+    footer = re.fullmatch(
+        r"\[more: --line (\d+) --limit 40000\] \(cut at the output budget\)", lines[-1]
+    )
+    assert footer is not None, lines[-1]
+    next_line = int(footer[1])
+    assert lines[:-1] == [f"step {i} fine" for i in range(1, next_line)]
     assert len(done.stdout.encode()) <= 51200 + 100
+    data = json.loads(cli("read", handle, "--limit", "40000", "--json").stdout)
+    assert data["next_start_line"] == next_line
+    assert data["lines"] == next_line - 1
+    assert (data["start_line"], data["total_lines"], data["eof"]) == (1, 40000, False)
+    assert data["text"] == "\n".join(lines[:-1])
 
 
 def test_errors_are_one_clear_line_and_a_nonzero_exit(tmp_path: Path) -> None:
@@ -147,7 +170,7 @@ def test_errors_are_one_clear_line_and_a_nonzero_exit(tmp_path: Path) -> None:
 def test_a_handle_naming_no_session_creates_nothing(tmp_path: Path) -> None:
     done = cli("read", "../../etc/passwd", cwd=tmp_path)
     assert done.returncode == 3
-    assert "pass --session" in done.stderr
+    assert "not an artifact handle: '../../etc/passwd'" in done.stderr
     assert list(tmp_path.iterdir()) == []
 
 

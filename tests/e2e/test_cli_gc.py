@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from spillvault.adapters.cli.gc import ProgressLine
+from spillvault.adapters.cli.gc import ProgressLine, gc_command
+from spillvault.adapters.cli.main import build_parser
 from spillvault.adapters.cli.main import main as cli_main
 from spillvault.adapters.session import open_session
 from spillvault.adapters.storage.fs import OsFileSystem
@@ -19,19 +20,23 @@ from spillvault.adapters.storage.fs import OsFileSystem
 if TYPE_CHECKING:
     from pathlib import Path
 
-OLD = time.time() - 3 * 86400
 
-
-def spilled_session(session_dir: Path, count: int) -> list[Path]:
-    """A session with `count` unreferenced artifacts, three days old."""
+def spilled_session(
+    session_dir: Path, count: int, days_old: list[float] | None = None
+) -> list[Path]:
+    """A session with `count` unreferenced artifacts, three days old unless told."""
     with open_session(session_dir) as session:
+        ext = session.externalizer
         refs = [
-            session.externalizer.externalize(f"output {i}\n" * 9000, "bash").artifact
+            ext.externalize(f"output {i}\n" * 9000, "bash").artifact
             for i in range(count)
         ]
-    paths = [session_dir / "tool-results" / os.path.basename(r.path) for r in refs]
-    for path in paths:
-        os.utime(path, (OLD, OLD))
+        names = [ext.store.resolve(ref.handle) for ref in refs]
+    paths = [session_dir / "tool-results" / name for name in names]
+    for path, days in zip(paths, days_old or [3.0] * count, strict=True):
+        # A minute more than whole days, so the age never rounds below them.
+        mtime = time.time() - days * 86400 - 60
+        os.utime(path, (mtime, mtime))
     return paths
 
 
@@ -51,6 +56,44 @@ def test_gc_is_a_dry_run_unless_applied(
     assert "      2  deleted" in out
     assert "      1  retained_limit" in out
     assert [path.exists() for path in paths] == [False, False, True]  # oldest first
+
+
+def test_gc_counts_by_status_and_names_files_oldest_first_only_when_verbose(
+    session_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spilled_session(session_dir, 4, days_old=[2, 10, 3, 0])
+    (session_dir / "tool-results" / "notes.txt").write_text("mine")
+    at = ["gc", "--session", str(session_dir)]
+    assert cli_main(at) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "plan:",
+        "      3  planned_delete",
+        "             3 x expired_unreferenced_artifact",
+        "      1  retained_recent",
+        "             1 x unreferenced_artifact_within_orphan_ttl",
+        "      1  retained_unknown",
+        "             1 x cleanup_plan_filename_not_owned",
+        "dry run: 3 would be deleted; run again with --apply",
+    ]
+    args = build_parser().parse_args(at)
+    args.verbose = True  # what -v/--verbose sets
+    assert gc_command(args) == 0
+    out = capsys.readouterr().out.splitlines()
+    files = [line.split()[:2] for line in out if "tool_result_" in line]
+    # By age in seconds, oldest first: as text, "10d" would sort before "2d".
+    assert files == [
+        ["10d", "tool_result_002.txt"],
+        ["3d", "tool_result_003.txt"],
+        ["2d", "tool_result_001.txt"],
+        ["1m", "tool_result_004.txt"],
+    ]
+    first = out.index("             3 x expired_unreferenced_artifact")
+    assert out[first + 1] == (
+        "                   10d  tool_result_002.txt  "
+        "unreferenced, 10.0 d old, past the TTL of 1.0 d"
+    )
+    assert out[-3] == "             1 x cleanup_plan_filename_not_owned"
+    assert out[-2].split()[:2] == ["-", "notes.txt"]  # not scanned: no age known
 
 
 @pytest.mark.parametrize(

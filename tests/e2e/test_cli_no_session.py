@@ -113,17 +113,27 @@ def test_no_command_but_run_creates_a_session(
 @pytest.mark.parametrize(
     "argv", [["ls"], ["journal", "verify"], ["journal", "repair"], ["gc", "--apply"]]
 )
-def test_the_default_session_is_not_created_either(
-    tmp_path: Path, argv: list[str], monkeypatch: pytest.MonkeyPatch
+def test_no_session_is_created_when_none_is_chosen(
+    tmp_path: Path,
+    argv: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     work = tmp_path / "work"
     work.mkdir()
+    root = tmp_path / "root"
     monkeypatch.chdir(work)
-    monkeypatch.delenv("SPILLVAULT_SESSION", raising=False)
+    monkeypatch.setenv("SPILLVAULT_HOME", str(root))
     before = listing(tmp_path)
-    assert cli_main(argv) == 3
+    # ls lists every session under the root (none); the others need a session
+    assert cli_main(argv) == (0 if argv == ["ls"] else 3)
+    out, err = capsys.readouterr()
+    if argv == ["ls"]:
+        assert out == "no artifacts\n"
+    else:
+        assert "no session chosen: pass --session DIR|ID or set " in err
+        assert f"$SPILLVAULT_SESSION (sessions live under {root})" in err
     assert listing(tmp_path) == before
-    assert not (work / ".spillvault").exists()
 
 
 def test_a_read_in_a_home_directory_fails_cleanly_end_to_end(home: Path) -> None:
@@ -156,7 +166,7 @@ def test_the_commands_work_on_an_existing_session(
         session.externalizer.externalize("line\n" * 9000, "bash")
     argv = commands(session_dir, owner)
     assert cli_main(argv["ls"]) == 0
-    assert "tool_result_001.txt" in capsys.readouterr().out
+    assert f"{session_dir.name}/1 " in capsys.readouterr().out
     assert cli_main(argv["read"]) == 0
     assert cli_main(argv["journal-verify"]) == 0
     assert "journal ok: 0 records" in capsys.readouterr().out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -11,6 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+
+from spillvault.adapters.cli.run import CommandRun, signal_name
+from spillvault.domain.command import CommandFacts
 
 from support.tiers import HANG_GUARD_SECONDS
 
@@ -174,3 +178,108 @@ def test_a_signal_to_spillvault_ends_the_whole_tree(
     assert view["signal"] == signal.Signals(signum).name
     wait_for(lambda: not any(map(alive, pids)), "every process of the tree to end")
     assert [a["state"] for a in artifacts(tmp_path)] == ["partial"]
+
+
+# ---------------------------------------------------------------- what happened
+
+LONG = "seq 1 30000"  # more than bash's limit: stored, so the view has a header
+DURATION = r"duration: \d+\.\ds\]"
+
+
+def command_line(view: str) -> str:
+    """Return the header's command line, checking the header around it."""
+    first, summary, command, _ = view.split("\n", 3)
+    assert first.startswith("[tool result stored as artifact:")
+    assert summary.startswith("[summary: ")
+    return command
+
+
+def test_the_header_and_ls_say_what_ran_and_how_it_ended(tmp_path: Path) -> None:
+    done = run(tmp_path, "--json", "--", "bash", "-c", f"{LONG}; exit 3")
+    assert done.returncode == 3
+    view = json.loads(done.stdout)
+    assert re.fullmatch(
+        rf"\[command: bash -c '{LONG}; exit 3'; exit: 3; {DURATION}",
+        command_line(view["content"]),
+    )
+    facts = view["artifact"]["command"]
+    assert isinstance(facts.pop("duration_ms"), int)
+    assert facts == {
+        "argv": ["bash", "-c", f"{LONG}; exit 3"],
+        "exit_status": 3,
+        "signal": None,
+        "timed_out": False,
+    }
+    [row] = artifacts(tmp_path)
+    assert (row["command"], row["exit_status"]) == (facts["argv"], 3)
+    assert isinstance(row["duration_ms"], int)
+    assert row["duration_ms"] >= 0
+
+
+def test_a_command_killed_by_sigterm_shows_143_and_the_signal(tmp_path: Path) -> None:
+    done = run(tmp_path, "--", "bash", "-c", f"{LONG}; kill -TERM $$")
+    assert done.returncode == 143
+    line = command_line(done.stdout)
+    assert re.fullmatch(rf"\[command: .*; exit: 143 \(SIGTERM\); {DURATION}", line)
+    [row] = artifacts(tmp_path)
+    assert (row["exit_status"], row["signal"], row["timed_out"]) == (
+        143,
+        "SIGTERM",
+        False,
+    )
+
+
+def test_a_timed_out_command_shows_124_and_says_so(tmp_path: Path) -> None:
+    done = run(tmp_path, "--timeout", "1", "--", "sleep", "30")
+    assert done.returncode == 124
+    assert "partial: the stored output is incomplete" in done.stdout
+    line = command_line(done.stdout)
+    assert re.fullmatch(
+        rf"\[command: sleep 30; exit: 124 \(timed out\); {DURATION}", line
+    )
+    [row] = artifacts(tmp_path)
+    assert (row["exit_status"], row["timed_out"], row["state"]) == (
+        124,
+        True,
+        "partial",
+    )
+
+
+def test_control_characters_in_arguments_stay_escaped_on_one_line(
+    tmp_path: Path,
+) -> None:
+    done = run(tmp_path, "--", "bash", "-c", LONG, "a\nb\x1b[31m\u2028c")
+    assert done.returncode == 0
+    line = command_line(done.stdout)
+    assert line.startswith(
+        f"[command: bash -c '{LONG}' 'a\\x0ab\\x1b[31m\\u2028c'; exit: 0; "
+    )
+    assert "\x1b" not in line
+    assert "\u2028" not in line
+
+
+def test_a_huge_command_line_is_clipped_in_the_header(tmp_path: Path) -> None:
+    done = run(tmp_path, "--", "bash", "-c", LONG, "x" * 5_000)
+    assert done.returncode == 0
+    line = command_line(done.stdout)
+    shown = line.removeprefix("[command: ").split("; exit: ")[0]
+    assert shown == f"bash -c '{LONG}' " + "x" * (200 - 25) + "..."
+    [row] = artifacts(tmp_path)
+    assert row["command"] == ["bash", "-c", LONG, "x" * 5_000]  # in full
+
+
+def test_the_duration_is_measured_on_the_given_clock() -> None:
+    ticks = iter([100.0, 112.4567])
+    with CommandRun(["true"], clock=lambda: next(ticks)) as command:
+        assert list(command.chunks()) == []
+        assert command.wait() == 0
+    assert command.facts() == CommandFacts(("true",), 0, 12_457)
+
+
+def test_undecodable_arguments_and_unnamed_signals_still_have_names() -> None:
+    with CommandRun(["true", os.fsdecode(b"\xff")]) as command:
+        assert list(command.chunks()) == []
+        command.wait()
+    assert command.facts().argv == ("true", "\\xff")
+    assert signal_name(signal.SIGTERM) == "SIGTERM"
+    assert signal_name(signal.SIGRTMIN + 6) == "SIGRTMIN+6"

@@ -41,6 +41,7 @@ from openai.types.chat.completion_create_params import (
 from sybil import Document, Example, Sybil
 from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipParser
 from test_messages import _force
+from test_notice_calls import suggested_calls
 
 from spillvault import Session, SpillPolicy, ToolResultExternalizer
 
@@ -133,22 +134,25 @@ _NEEDLE = "299999"
 
 
 class ScriptedModel:
-    """Asks for a big `seq`, then greps the spilled output, then answers.
+    """Asks for a big `seq`, reads and greps the spilled output, then answers.
 
     The next move is read from the history, as a model would: no tool result
-    yet → bash; the bash result → grep_artifact on the handle in its notice;
-    the grep result → a final text. Every history must be JSON (it goes over
-    the wire) and answer each tool call in the very next turn.
+    yet → bash; the bash result → the `read_artifact(...)` call its notice
+    suggests, copied verbatim; the read → grep_artifact on the same handle;
+    the grep → a final text, once microcompact has cleared the bash result
+    to a placeholder naming that handle. Every history must be JSON (it goes
+    over the wire) and answer each tool call in the very next turn.
     """
 
     def __init__(self, fmt: str) -> None:
         self.fmt = fmt
         self.requests = 0
         self.finished = False
+        self.handle = ""
 
     def next_move(self, messages: list[dict[str, Any]], tools: list[Any]) -> Any:
         self.requests += 1
-        assert self.requests <= 3, "the loop does not stop"
+        assert self.requests <= 4, "the loop does not stop"
         json.dumps(messages)  # a request body is JSON
         names = {self._tool_name(tool) for tool in tools}
         assert {"bash", "read_artifact", "grep_artifact"} <= names, names
@@ -161,9 +165,21 @@ class ScriptedModel:
             handle = _HANDLE.search(last)
             assert handle, f"the bash result was not spilled: {last[:300]!r}"
             assert len(last) < 40_000, "the spilled preview is not bounded"
-            return ("grep_artifact", {"handle": handle[1], "pattern": _NEEDLE})
+            self.handle = handle[1]
+            ((tool, arguments),) = [
+                call for call in suggested_calls(last) if call[0] == "read_artifact"
+            ]
+            assert arguments["handle"] == self.handle
+            return (tool, arguments)
+        if len(results) == 2:
+            shown = re.match(r"\[lines (\d+)-(\d+) of 300000\]\n", last)
+            assert shown, f"the read did not page: {last[:300]!r}"
+            return ("grep_artifact", {"handle": self.handle, "pattern": _NEEDLE})
         found = re.search(rf"^{_NEEDLE}: {_NEEDLE}$", last, re.MULTILINE)
         assert found, f"grep did not find line {_NEEDLE}: {last[:300]!r}"
+        cleared = results[0]
+        assert cleared.startswith("[tool result cleared"), cleared[:300]
+        assert f"full output: {self.handle};" in cleared
         self.finished = True
         return f"Line {_NEEDLE} reads {_NEEDLE}."
 

@@ -376,13 +376,34 @@ def test_files_are_0600_and_dirs_0700_whatever_the_umask(
 # hostile handles (S3.2) ------------------------------------------------------
 
 
-def test_handles_are_absolute_paths_and_bare_names_open_too(
+def test_handles_are_session_and_number_and_aliases_resolve_too(
     store: LocalArtifactStore,
 ) -> None:
-    name = store.store([b"x"], source_tool="t").filename
+    artifact = store.store([b"x"], source_tool="t")
+    name = artifact.filename
     handle = store.handle_for(name)
-    assert handle == os.path.join(store.session.path, "tool-results", name)
+    assert handle == f"{store.session.session_id}/1"
     assert store.resolve(handle) == name
+    reference = store.reference_for(artifact)
+    assert reference.handle == handle
+    # the seed's source id and the absolute path are aliases
+    assert store.resolve(reference.source.source_id) == name
+    assert store.resolve(os.path.join(store.session.path, "tool-results", name)) == name
+    assert str(reference.path) == os.path.join(store.session.path, "tool-results", name)
+    other_digest = reference.source.source_id[:-12] + "0" * 12
+    with pytest.raises(ArtifactAccessError, match="other content"):
+        store.resolve(other_digest)
+    for wrong in (
+        f"{store.session.session_id}/01",  # one spelling only
+        f"{store.session.session_id}/+1",
+        f"{store.session.session_id}/1/",
+        "another-session/1",
+        f"artifact:another-session:{name}:{reference.content_sha256[:12]}",
+        "1",
+        "tool-results/tool_result_001.txt",
+    ):
+        with pytest.raises(ArtifactAccessError):
+            store.resolve(wrong)
     fd = store.open_for_read(name)  # a bare canonical filename works too
     try:
         assert read_fd(fd) == b"x"

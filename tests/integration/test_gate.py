@@ -21,13 +21,16 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from spillvault.adapters.session import ToolResultExternalizer, open_session
+from spillvault.domain.binary import is_binary
 from spillvault.domain.enums import SizeUnit
 from spillvault.domain.errors import SpillPolicyError
 from spillvault.domain.policy import SpillPolicy
+from spillvault.domain.terminal import clean_terminal
 
 from support.child import json_from_child
 from support.faults import FullDisk, mounted_tmpfs
 from support.intercept import InterceptingFS
+from support.views import as_if_for, parse_view
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -379,12 +382,12 @@ def deep_session_dir(base: Path, path_chars: int) -> Path:
     return path / "session-001"
 
 
-def test_a_budget_sized_for_short_handles_refuses_a_deep_session(
+def test_a_budget_sized_for_shorter_handles_than_the_backend_issues_refuses(
     tmp_path: Path,
 ) -> None:
-    # A tight preview budget, valid for handles of up to 64 bytes; the session
-    # then lives deep in a workspace, so its handles are ~300 bytes long.
-    top = {"max_handle_length": 64, "max_hint_length": 192}
+    # A tight preview budget, valid for handles of up to 8 bytes; this session's
+    # handles (<session-id>/<number>, numbers up to 12 digits) are longer.
+    top = {"max_handle_length": 8, "max_hint_length": 40}
     budget = smallest_budget("chars", "bash", **top)
     policy = SpillPolicy.from_mapping(
         {
@@ -394,11 +397,11 @@ def test_a_budget_sized_for_short_handles_refuses_a_deep_session(
             },
         }
     )
-    session_dir = deep_session_dir(tmp_path, 260)
-    session_dir.parent.mkdir(parents=True)
-    gate = ToolResultExternalizer(session_dir, policy=policy, event_store="memory")
+    gate = ToolResultExternalizer(
+        tmp_path / "a-session", policy=policy, event_store="memory"
+    )
     try:
-        assert len(gate.store.longest_handle()) > 250
+        assert len(gate.store.longest_handle()) > 8
         text = "output line\n" * 5_000
         outcome = gate.process(text, "bash", tool_use_id="toolu_1")
         assert_untouched(gate, outcome, text, "notice_too_large")
@@ -669,22 +672,32 @@ def test_a_stream_between_the_limit_and_its_windows_spills_whole(
     text = data.decode()
     assert_spilled(ext, outcome, text, "bash")
     # The same preview process() gives for the same text (but for the name).
-    again = ext.process(text, "bash").content
-    assert isinstance(again, str)
-    assert outcome.content == again.replace("tool_result_002", "tool_result_001")
+    again = ext.process(text, "bash")
+    assert isinstance(again.content, str)
+    assert outcome.artifact is not None
+    assert again.artifact is not None
+    assert outcome.content == as_if_for(again.content, again.artifact, outcome.artifact)
 
 
-def test_a_small_stream_is_under_the_limit_and_gives_its_text(
+def test_a_small_stream_is_shown_whole_with_its_handle(
     ext: ToolResultExternalizer,
 ) -> None:
+    # Fixed (reported): a short non-UTF-8 stream came back as under_limit text
+    # with its artifact stored but no handle anywhere in the view.
     stream = ext.open_stream("bash")
     stream.write(b"all tests passed\n")
     stream.write(b"\xffend")
     outcome = stream.close()
     assert outcome.reason == "under_limit"
-    assert outcome.content == "all tests passed\n\ufffdend"
-    assert outcome.artifact is not None  # already on disk: kept, sealed
-    assert stored_bytes(ext, outcome.artifact) == b"all tests passed\n\xffend"
+    reference = outcome.artifact
+    assert reference is not None  # already on disk: kept, sealed, and shown
+    assert stored_bytes(ext, reference) == b"all tests passed\n\xffend"
+    assert isinstance(outcome.content, str)
+    assert outcome.content.startswith(HEADER_START)
+    view = parse_view(outcome.content)
+    assert view.head == "all tests passed\n\ufffdend"  # whole, decoded
+    assert (view.omitted_units, view.omitted_lines, view.tail) == (0, 0, "")
+    assert reference.handle in outcome.content
 
 
 def test_a_stream_is_readable_while_open(ext: ToolResultExternalizer) -> None:
@@ -698,7 +711,7 @@ def test_a_stream_is_readable_while_open(ext: ToolResultExternalizer) -> None:
         ext.read_artifact_bytes(stream.handle, 0, 100) == b"line 1\nline 2\nline 3 \xff"
     )
     assert ext.grep_artifact(stream.handle, "line 2").matches[0].line_number == 2
-    recorded = ext.session.store.get_artifact(os.path.basename(stream.handle))
+    recorded = ext.session.store.get_artifact(ext.store.resolve(stream.handle))
     assert recorded is not None
     assert recorded.state == "open"
     assert stream.close().reason == "under_limit"
@@ -721,7 +734,12 @@ def test_a_stream_decides_like_process_when_the_preview_budget_is_small(
         stream.write(text.encode())
         outcome = stream.close()
         assert outcome.reason == "under_limit"
-        assert outcome.content == text
+        assert outcome.artifact is not None
+        assert isinstance(outcome.content, str)
+        # Whole, with its handle: within the limit, though over the budget.
+        assert parse_view(outcome.content).head == text
+        assert outcome.artifact.handle in outcome.content
+        assert len(outcome.content) <= 20_000
     finally:
         gate.close()
 
@@ -771,8 +789,12 @@ def test_a_small_stream_that_fails_still_returns_store_failed(
             stream.write(b"second\n")
         outcome = stream.close()
         assert outcome.reason == "store_failed"
-        assert outcome.content == "first\nsec"
         assert outcome.artifact is not None
+        assert isinstance(outcome.content, str)
+        view = parse_view(outcome.content)
+        assert view.head == "first\nsec"  # what was stored, whole, with its handle
+        assert PARTIAL_MARK in view.header
+        assert outcome.artifact.handle in outcome.content
         assert stored_bytes(gate, outcome.artifact) == b"first\nsec"
         recorded = session.store.get_artifact(filename_of(outcome.artifact))
         assert recorded is not None
@@ -976,13 +998,19 @@ def test_property_a_stream_keeps_its_raw_bytes_and_a_bounded_preview(
         assert reference.content_sha256 == hashlib.sha256(data).hexdigest()
         limit = policy.limit_for("t")
         text = data.decode("utf-8", "replace")
-        if outcome.reason == "under_limit":
-            assert outcome.content == text
+        view = outcome.content
+        assert isinstance(view, str)
+        assert reference.handle in view  # a stored stream is always shown
+        size = policy.measure(view, limit.unit)
+        if is_binary(data):
+            assert outcome.reason == "binary"
+            assert size <= limit.budget
+        elif outcome.reason == "under_limit":
             assert policy.measure(text, limit.unit) <= limit.limit
+            assert parse_view(view).head == clean_terminal(text)
+            assert size <= limit.limit
         else:
             assert outcome.reason == "spilled"
-            assert isinstance(outcome.content, str)
-            assert policy.measure(text, limit.unit) > limit.limit
-            assert policy.measure(outcome.content, limit.unit) <= limit.budget
+            assert size <= limit.budget
     finally:
         gate.store.close()

@@ -26,6 +26,7 @@ from spillvault.domain.errors import (
     ArtifactPublicationRejected,
     ArtifactRetentionError,
 )
+from spillvault.domain.handles import parse_handle
 from spillvault.domain.values import (
     ArtifactCleanupPolicy,
     ArtifactReference,
@@ -103,7 +104,9 @@ def test_every_status_of_the_s61_table_with_reasons_counts_and_references(
     # retained_open: a stream still being written
     stream = session.externalizer.open_stream("bash")
     stream.write(b"a command still running\n" * 100)
-    expected[os.path.basename(stream.handle)] = Status.RETAINED_OPEN
+    handle = parse_handle(stream.handle)
+    assert handle is not None
+    expected[handle.filename] = Status.RETAINED_OPEN
 
     # retained_corrupt: unclaimed, claimed by a live lease, claimed by an expired one
     changed = stored(session, "changed")

@@ -105,6 +105,19 @@ def openai_result(call_id: str, content: str | list[dict[str, Any]]) -> dict[str
     return {"role": "tool", "tool_call_id": call_id, "content": content}
 
 
+def joined_text(content: str | list[dict[str, Any]]) -> str:
+    """Return what a result's text blocks spill as, read independently."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(block["text"] for block in content if block["type"] == "text")
+
+
+def other_blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return (
+        [] if isinstance(content, str) else [b for b in content if b["type"] != "text"]
+    )
+
+
 def call_ids(messages: list[dict[str, Any]], fmt: str) -> list[str]:
     """Return every call id, read independently of the module under test."""
     ids = []
@@ -165,7 +178,9 @@ def assert_pairing(
 
 
 TOOLS = ("bash", "read_file", "grep", "web_fetch")
-KINDS = ("small", "huge", "small_blocks", "huge_blocks", "empty", "image")
+KINDS = ("small", "huge", "small_blocks", "huge_blocks", "empty", "image", "huge_image")
+# An OpenAI tool message takes text parts only.
+TEXT_KINDS = tuple(kind for kind in KINDS if not kind.endswith("image"))
 
 
 @st.composite
@@ -181,7 +196,7 @@ def histories(draw: st.DrawFn, fmt: str) -> list[dict[str, Any]]:
         ]
         results = []
         for call_id, _ in calls:
-            kinds = KINDS if fmt == "anthropic" else KINDS[:-1]
+            kinds = KINDS if fmt == "anthropic" else TEXT_KINDS
             kind = draw(st.sampled_from(kinds))
             size = HUGE if kind.startswith("huge") else draw(st.integers(1, 300))
             body = text(call_id, size)
@@ -190,7 +205,7 @@ def histories(draw: st.DrawFn, fmt: str) -> list[dict[str, Any]]:
                 content = body
             elif kind == "empty":
                 content = ""
-            elif kind == "image":
+            elif kind.endswith("image"):
                 content = [{"type": "text", "text": body}, IMAGE]
             else:
                 content = [{"type": "text", "text": part} for part in (body, "done")]
@@ -405,7 +420,7 @@ def test_gate_messages_anthropic(ext: ToolResultExternalizer) -> None:
     before = copy.deepcopy(history)
     gated, outcomes = gate_messages(history, format="anthropic", externalizer=ext)
     assert history == before
-    assert [o.reason for o in outcomes] == ["spilled", "non_text", "spilled"]
+    assert [o.reason for o in outcomes] == ["spilled", "under_limit", "spilled"]
     first = gated[2]["content"][0]
     assert first["is_error"] is True
     assert isinstance(first["content"], str)
@@ -467,6 +482,86 @@ def test_gate_messages_without_results_changes_nothing(
     assert outcomes == []
 
 
+# a text beside an image -------------------------------------------------------
+
+SECOND_IMAGE = {
+    "type": "image",
+    "source": {"type": "url", "url": "https://example.test/after.png"},
+}
+
+
+def screenshot_history(
+    content: list[dict[str, Any]], tool: str
+) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": "Take a screenshot."},
+        {"role": "assistant", "content": [anthropic_call("toolu_s", tool)]},
+        {"role": "user", "content": [anthropic_result("toolu_s", content)]},
+    ]
+
+
+def test_a_huge_text_beside_an_image_is_spilled_and_the_image_kept(
+    ext: ToolResultExternalizer,
+) -> None:
+    history = screenshot_history(
+        [{"type": "text", "text": text("s", HUGE)}, IMAGE], "screenshot"
+    )
+    before = copy.deepcopy(history)
+    gated, outcomes = gate_messages(history, format="anthropic", externalizer=ext)
+    assert history == before
+    [outcome] = outcomes
+    assert outcome.reason == "spilled"
+    assert outcome.artifact is not None
+    preview, image = gated[2]["content"][0]["content"]
+    assert outcome.content == [preview, image]
+    assert preview["type"] == "text"
+    assert preview["text"].startswith(HEADER_START)
+    assert outcome.artifact.handle in preview["text"]
+    assert json.dumps(image) == json.dumps(IMAGE)
+    assert ext.read_artifact(outcome.artifact, 0, 10**9) == text("s", HUGE)
+    assert record_ids(ext) == ["toolu_s"]
+    assert_pairing(history, gated, "anthropic")
+    assert_sdk_valid(gated, "anthropic")
+
+
+def test_text_blocks_spill_as_one_preview_ahead_of_the_other_blocks(
+    ext: ToolResultExternalizer,
+) -> None:
+    cache = {"type": "ephemeral"}
+    first = {"type": "text", "text": text("p", HUGE), "cache_control": cache}
+    content: list[dict[str, Any]] = [
+        IMAGE, first, SECOND_IMAGE, {"type": "text", "text": "tail"},
+    ]  # fmt: skip
+    history = screenshot_history(content, "screenshot")
+    gated, [outcome] = gate_messages(history, format="anthropic", externalizer=ext)
+    assert outcome.artifact is not None
+    preview, *rest = gated[2]["content"][0]["content"]
+    # The first text block's other keys stay, as for an all-text result.
+    assert preview == {"type": "text", "text": preview["text"], "cache_control": cache}
+    assert outcome.artifact.handle in preview["text"]
+    assert rest == [IMAGE, SECOND_IMAGE]
+    spilled = ext.read_artifact(outcome.artifact, 0, 10**9)
+    assert spilled == text("p", HUGE) + "\ntail"
+    assert_sdk_valid(gated, "anthropic")
+
+
+@pytest.mark.parametrize(
+    ("tool", "size", "reason"),
+    [("screenshot", 200, "under_limit"), ("read_file", HUGE, "exempt_tool")],
+)
+def test_a_kept_text_beside_an_image_is_untouched(
+    ext: ToolResultExternalizer, tool: str, size: int, reason: str
+) -> None:
+    history = screenshot_history(
+        [{"type": "text", "text": text("k", size)}, IMAGE], tool
+    )
+    gated, [outcome] = gate_messages(history, format="anthropic", externalizer=ext)
+    assert outcome.reason == reason
+    assert outcome.content is history[2]["content"][0]["content"]
+    assert gated[2] is history[2]
+    assert record_ids(ext) == []
+
+
 @settings(max_examples=40)
 @given(formats_and_histories)
 def test_gating_keeps_every_pair_in_place(
@@ -486,7 +581,9 @@ def test_gating_keeps_every_pair_in_place(
         for result, outcome in zip(results, outcomes, strict=True):
             if outcome.reason == "spilled":
                 assert outcome.artifact is not None
-                original = text_of(result.content)
+                original = joined_text(result.content)
                 assert ext.read_artifact(outcome.artifact, 0, 10**9) == original
+                assert outcome.artifact.handle in joined_text(outcome.content)
+                assert other_blocks(outcome.content) == other_blocks(result.content)
             else:
                 assert outcome.content is result.content

@@ -453,6 +453,38 @@ def test_prepare_context_gates_then_compacts(ext: ToolResultExternalizer) -> Non
     assert report.to_dict()["microcompact"]["cleared"] == ["t0", "t1", "t2", "t3"]
 
 
+def test_prepare_context_spills_a_huge_text_beside_an_image_once(
+    ext: ToolResultExternalizer,
+) -> None:
+    history = anthropic_history(2)
+    history[-1]["content"][0]["content"] = [
+        {"type": "text", "text": text("big", HUGE)},
+        IMAGE,
+    ]
+    policy = ContextPolicy(
+        trigger=0, clear_at_least=10**9, full_compaction_at=10**9, keep_recent=0,
+        counter=len,
+    )  # fmt: skip
+    new, report = prepare_context(
+        history, format="anthropic", externalizer=ext, policy=policy
+    )
+    assert report.gated == (("t0", "under_limit"), ("t1", "spilled"))
+    # The text went to an artifact; the image beside it keeps the result from
+    # being cleared down to a placeholder.
+    assert report.microcompact.cleared == ("t0",)
+    assert report.microcompact.skipped == {"non_text": 1}
+    preview, image = new[-1]["content"][0]["content"]
+    assert preview["text"].startswith(HEADER_START)
+    assert image == IMAGE
+    assert_sdk_valid(new, "anthropic")
+    again, second = prepare_context(
+        new, format="anthropic", externalizer=ext, policy=policy
+    )
+    assert again == new
+    assert second.gated == ()
+    assert record_ids(ext) == ["t1", "t0"]
+
+
 def test_prepare_context_under_the_trigger(ext: ToolResultExternalizer) -> None:
     history = openai_history(2)
     policy = ContextPolicy(trigger=10**9, clear_at_least=1, full_compaction_at=10**9)
@@ -482,7 +514,9 @@ def test_every_context_amount_is_checked_by_name(field: str, value: object) -> N
     with pytest.raises(SpillPolicyError, match=field):
         ContextPolicy(**kwargs)
     if field != "full_compaction_at":
-        amounts = {"keep_recent": 1, "trigger": 1, "clear_at_least": 1, field: value}
+        amounts: dict[str, Any] = {
+            "keep_recent": 1, "trigger": 1, "clear_at_least": 1, field: value,
+        }  # fmt: skip
         with pytest.raises(SpillPolicyError, match=field):
             microcompact([], format="anthropic", **amounts)
 

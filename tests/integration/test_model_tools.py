@@ -11,8 +11,9 @@ from anthropic.types import ToolParam
 from openai.types.chat import ChatCompletionToolParam
 from pydantic import TypeAdapter
 
-from spillvault.adapters.harness.model_tools import GREP_TOOL, MAX_READ_LIMIT, READ_TOOL
+from spillvault.adapters.harness.model_tools import MAX_READ_LIMIT
 from spillvault.adapters.session import Session, open_session
+from spillvault.domain.notice import GREP_TOOL, READ_TOOL
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -66,7 +67,7 @@ def test_read_returns_numbered_lines_and_says_how_to_continue(
         "9999: line 9999 ok",
         "10000: line 10000 ERROR disk full",
         "10001: line 10001 ok",
-        f"[more: call {READ_TOOL} with start_line=10002]",
+        f'[more: {READ_TOOL}(handle="{handle}", start_line=10002, limit=3)]',
     ]
     last = call(session, READ_TOOL, handle=handle, start_line=LINES - 1)
     assert last.splitlines() == [
@@ -82,7 +83,7 @@ def test_a_read_is_capped_at_the_budget_and_continues_where_it_stopped(
     budget = session.externalizer.policy.limit_for(READ_TOOL).budget
     out = call(session, READ_TOOL, handle=handle, limit=MAX_READ_LIMIT)
     assert len(out) <= budget + 200  # the header and the continuation line
-    follow = re.search(r"start_line=(\d+)\]$", out)
+    follow = re.search(r"start_line=(\d+), limit=5000\)\]$", out)
     assert follow is not None
     shown = [line for line in out.splitlines() if re.match(r"\d+: ", line)]
     assert int(follow[1]) == len(shown) + 1
@@ -104,7 +105,10 @@ def test_grep_numbers_matches_with_context_and_resumes(
         "1999- line 1999 ok",
         "2000: line 2000 ERROR disk full",
         "2001- line 2001 ok",
-        f"[more: call {GREP_TOOL} with start_line=3000]",
+        (
+            f'[more: {GREP_TOOL}(handle="{handle}", pattern="ERROR", context=1, '
+            "max_matches=2, start_line=3000)]"
+        ),
     ]
     rest = call(session, GREP_TOOL, handle=handle, pattern="ERROR", start_line=3000)
     found = [int(line.split(":")[0]) for line in rest.splitlines()[1:]]

@@ -300,7 +300,7 @@ def reading_commands(
         (["read", facts["first"], "--limit", "1"], "alpha line"),
         (["read", *at, facts["second"], "--bytes", "0:4"], "beta"),
         (["grep", facts["second"], "FATAL"], "8001:FATAL: found"),
-        (["ls", *at], "tool_result_002.txt"),
+        (["ls", *at], f"{session_dir.name}/2"),
         (["journal", "verify", *at], "journal ok: 3 records"),
     ]
 
@@ -360,9 +360,12 @@ def run_read_only(prefix: list[str], *argv: str) -> subprocess.CompletedProcess[
     )
 
 
-def test_a_real_read_only_mount_reads_and_refuses_by_name(tmp_path: Path) -> None:
+def test_a_real_read_only_mount_reads_and_refuses_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     mounted = tmp_path / "ro"
     mounted.mkdir()
+    monkeypatch.setenv("SPILLVAULT_HOME", str(mounted))
     session_dir = mounted / "session-a"
     facts = build_session(session_dir)
     owner = tmp_path / "owner.sqlite3"
@@ -384,11 +387,12 @@ def test_a_real_read_only_mount_reads_and_refuses_by_name(tmp_path: Path) -> Non
 
 
 def test_a_real_read_only_snapshot_of_a_crashed_writer_reads_its_wal(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Events only in `-wal` (the writer died before a checkpoint) are read too."""
     mounted = tmp_path / "ro"
     mounted.mkdir()
+    monkeypatch.setenv("SPILLVAULT_HOME", str(mounted))
     session_dir = mounted / "session-a"
     build_session(session_dir)
     child = textwrap.dedent(
@@ -397,7 +401,7 @@ def test_a_real_read_only_snapshot_of_a_crashed_writer_reads_its_wal(
         from spillvault.adapters.session import open_session
         session = open_session({str(session_dir)!r})
         ref = session.externalizer.externalize("gamma line\\n" * 9000, "bash")
-        print(ref.artifact.path)
+        print(ref.artifact.handle)
         sys.stdout.flush()
         os._exit(0)
         """
@@ -411,7 +415,7 @@ def test_a_real_read_only_snapshot_of_a_crashed_writer_reads_its_wal(
     before = listing(mounted)
     read = run_read_only(prefix, SCRIPT, "read", handle, "--limit", "1")
     assert read.returncode == 0, read.stderr
-    assert read.stdout == "gamma line\n"
+    assert read.stdout == "gamma line\n[more: --line 2 --limit 1]\n"
     listed = run_read_only(
         prefix, SCRIPT, "ls", "--session", str(session_dir), "--json"
     )

@@ -101,9 +101,10 @@ class Env:
         self.reader = ArtifactReader(session, self.store, regex_timeout=5.0)
 
     def put(self, data: bytes) -> str:
+        """Store `data`; return its absolute path, an alias of its handle."""
         pieces = [data[i : i + 3 * MiB + 7] for i in range(0, len(data), 3 * MiB + 7)]
         artifact = self.store.store(pieces, source_tool="bash")
-        return self.store.handle_for(artifact.filename)
+        return str(self.store.reference_for(artifact).path)
 
     def close(self) -> None:
         self.store.close()
@@ -587,7 +588,7 @@ def _record_forged(env: Env, data: bytes, content: ArtifactContent) -> str:
         summary="forged",
     )
     env.session.store.save_aggregates(artifact)
-    return env.store.handle_for(filename)
+    return os.path.join(env.store.tool_results_dir, filename)
 
 
 def test_a_whole_read_also_checks_the_whole_file_digest(env: Env) -> None:
@@ -610,7 +611,7 @@ def test_a_whole_read_also_checks_the_whole_file_digest(env: Env) -> None:
 
 def test_unreadable_states_are_refused(env: Env) -> None:
     artifact = env.store.store([b"gone\n"], source_tool="bash")
-    handle = env.store.handle_for(artifact.filename)
+    handle = os.path.join(env.store.tool_results_dir, artifact.filename)
     record = env.session.store.get_artifact(artifact.filename)
     assert record is not None
     os.unlink(handle)
@@ -648,7 +649,8 @@ def test_partial_artifact_is_verified(env: Env) -> None:
     handle = stream.handle
     assert env.reader.is_verified(handle) is True
     assert env.reader.read_artifact(handle, 1) == "then fail"
-    _flip_byte(handle, 2)
+    assert env.reader.read_artifact(handle, start_line=2) == "then fail"
+    _flip_byte(os.path.join(env.store.tool_results_dir, partial.filename), 2)
     with pytest.raises(ArtifactIntegrityError, match="digest mismatch"):
         env.reader.read_artifact(handle)
 
@@ -683,6 +685,10 @@ def test_hostile_handles_are_refused(env: Env, tmp_path: Path) -> None:
         f"{tool_results}/tool_result_900.txt",  # a symlink
         unrecorded,  # no event: not an artifact of this session
         foreign,
+        f"session-other/{os.path.basename(foreign)[12:-4].lstrip('0')}",
+        f"{env.session.session_id}/01",
+        f"{env.session.session_id}/1.0",
+        f"{env.session.session_id}/999",  # no such artifact
         f"{tool_results}/.tmp-abc",
         "",
         42,

@@ -83,7 +83,9 @@ def test_paths_are_pathlib_paths_and_handles_stay_text(
     reference = result.artifact
     assert isinstance(reference.path, Path)
     assert reference.path.parent == ext.tool_results_dir
-    assert reference.handle == str(reference.path)
+    # the handle holds no path: it is <session-id>/<number> (issue 15)
+    assert reference.handle == f"{session_dir.name}/1"
+    assert str(reference.path) not in result.context_text
     assert reference.handle in result.context_text  # the model sees the text
     memory = reference.for_memory().to_dict()
     assert memory["artifact_path"] == reference.handle
@@ -93,6 +95,8 @@ def test_paths_are_pathlib_paths_and_handles_stay_text(
     assert ext.read_from_disk(reference.path, 0, 1) == "a line of output"
     assert ext.read_artifact(reference.handle, 1, 1) == "a line of output"
     assert ext.read_artifact(reference, 2, 1) == "a line of output"
+    assert ext.read_artifact(reference.source.source_id, 0, 1) == "a line of output"
+    assert ext.read_artifact(reference, start_line=3, limit=1) == "a line of output"
     page = ext.handle_tool_call("read_artifact", {"handle": reference.handle})
     assert "a line of output" in page
 

@@ -16,6 +16,7 @@ from spillvault.domain.key_lines import (
     scan_key_lines,
 )
 from spillvault.domain.policy import SCREEN_WORDS, SpillPolicy
+from spillvault.domain.terminal import clean_terminal
 
 WORDS = [word.encode() for word in SCREEN_WORDS]
 
@@ -51,10 +52,11 @@ def reference_key_lines(text: str, policy: SpillPolicy) -> tuple[KeyLine, ...]:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # a final newline ends the last line; it starts none
+    shown = [clean_terminal(line)[:KEY_LINE_SCAN_CHARS] for line in lines]
     found = [
-        (number, line[:KEY_LINE_SCAN_CHARS])
-        for number, line in enumerate(lines, 1)
-        if policy.is_key_line(line[:KEY_LINE_SCAN_CHARS])
+        (number, line)
+        for number, line in enumerate(shown, 1)
+        if policy.is_key_line(line)
     ]
     cap = 2 * policy.max_key_lines
     if len(found) <= 2 * cap:
@@ -167,6 +169,8 @@ any_text = st.lists(
         st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20),
         st.sampled_from(["\n", "\r\n", "error", "字", "\u2028", "fa\u0130l"]),
         st.sampled_from(["Segmentation fault", "\u017fegmentation fault", "Traceback"]),
+        # terminal noise: a key line is judged as the terminal shows it
+        st.sampled_from(["\x1b[31m", "\x1b[0m", "\x1b]8;;http://x\x07", "\r", "\x1b"]),
     ),
     max_size=40,
 ).map("".join)
@@ -238,3 +242,15 @@ def test_custom_patterns_judge_lone_surrogates_as_re_does() -> None:
     text = "\udc80rror\nx\ud800y\nx\ud800\udc00y\n\u00c9t\u00e9\ud800\nok tail"
     found = [n for n, _ in scan_key_lines(text, policy)]
     assert found == python_key_line_numbers(text) == [1, 2, 4, 5]
+
+
+def test_coloured_key_lines_are_found_in_big_ascii_blocks() -> None:
+    # The fast path screens raw ASCII; colour codes glued to a word hide its
+    # word boundary, so noisy blocks are judged as the terminal shows them.
+    policy = SpillPolicy()
+    noise = b"".join(b"\x1b[32mPASSED\x1b[0m test_%d\n" % n for n in range(20_000))
+    data = noise + b"\x1b[31mFAILED\x1b[0m test_x - boom\n" + noise
+    scanner = KeyLineScanner(policy)
+    scanner.feed(data)
+    assert scanner.result() == ((20_001, "FAILED test_x - boom"),)
+    assert scan_key_lines(data.decode(), policy) == scanner.result()

@@ -57,7 +57,8 @@ def test_defaults_are_the_seed() -> None:
         "grep_artifact",
     }
     assert policy.max_key_lines == 5
-    assert policy.max_handle_length == 4096
+    # a handle is at most 64 characters, each at most 4 UTF-8 bytes
+    assert (policy.max_handle_length, policy.max_hint_length) == (256, 320)
     assert policy.token_counter is default_token_counter
 
 
@@ -478,7 +479,7 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ),
     # budgets that cannot hold the worst-case header and notice
     ({"default": {"limit": 1000, "unit": "bytes"}}, "default.limit 1000 bytes"),
-    ({"default": {"limit": 3000, "unit": "tokens"}}, "default.limit 3000 tokens"),
+    ({"default": {"limit": 1500, "unit": "tokens"}}, "default.limit 1500 tokens"),
     (
         {"tools": {"bash": {"limit": 30000, "unit": "chars", "preview_budget": 500}}},
         "tools.bash.preview_budget 500 chars",
@@ -520,14 +521,14 @@ def test_all_problems_are_reported_at_once() -> None:
 
 
 def test_the_budget_check_uses_the_declared_handle_length() -> None:
-    # 2,000 bytes hold the fixed parts with short handles, not with 4 KiB ones.
-    small = {"default": {"limit": 2000, "unit": "bytes"}}
-    with pytest.raises(SpillPolicyError, match="max_handle_length=4096"):
+    # 2,400 bytes hold the fixed parts with 64-byte handles, not 256-byte ones.
+    small = {"default": {"limit": 2400, "unit": "bytes"}}
+    with pytest.raises(SpillPolicyError, match="max_handle_length=256"):
         SpillPolicy.from_mapping(small)
     policy = SpillPolicy.from_mapping(
-        {**small, "max_handle_length": 200, "max_hint_length": 100}
+        {**small, "max_handle_length": 64, "max_hint_length": 100}
     )
-    assert policy.limit_for("grep").limit == 2000
+    assert policy.limit_for("grep").limit == 2400
 
 
 @pytest.mark.parametrize(

@@ -28,15 +28,23 @@ from spillvault.domain.notice import (
     worst_fixed_size,
 )
 from spillvault.domain.policy import SpillPolicy, ToolLimit
-from spillvault.domain.preview import PreviewText, build_preview
+from spillvault.domain.preview import (
+    PreviewText,
+    build_pointer,
+    build_preview,
+    build_whole,
+)
+from spillvault.domain.terminal import clean_terminal
 
-HANDLE = "/s/tool-results/tool_result_001.txt\u2042"  # the mark makes it unique
-HINT = "read with read_artifact(handle, offset, limit) or grep_artifact"
+HANDLE = "s-7kq2m9x4ab3cd/1\u2042"  # the mark makes it unique
+HINT = "spillvault read s-7kq2m9x4ab3cd/1"
+_CALL = re.escape(f'handle="{HANDLE}"')
 NOTICE = re.compile(
     r"\n\[\.\.\. (\d+) (chars|bytes|tokens) omitted, (\d+) lines"
     r"(?: \(lines (\d+)-(\d+)\))?; full output: "
     + re.escape(HANDLE)
-    + "; "
+    + rf"; read: read_artifact\({_CALL}, start_line=\d+, limit=\d+\); "
+    + rf'search: grep_artifact\({_CALL}, pattern="\.\.\."\); shell: '
     + re.escape(HINT)
     + r"\]\n"
 )
@@ -105,23 +113,34 @@ def parse(out: str, source: PreviewSource) -> Parsed:
     return Parsed(head, after, int(notice[1]), notice[2], int(notice[3]), first, keys)
 
 
-def spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each line's content; no line after a final newline."""
+def spans(text: str, output: str | None = None) -> list[tuple[int, int]]:
+    """(start, end) of each line's content; no line after a final newline.
+
+    `text` may be the cleaned `output`: same newlines, but a last line that
+    cleaning emptied is still a line.
+    """
     result, start = [], 0
     for piece in text.split("\n"):
         result.append((start, start + len(piece)))
         start += len(piece) + 1
-    if text.endswith("\n") or not text:
+    output = text if output is None else output
+    if output.endswith("\n") or not output:
         result.pop()
     return result
 
 
 def omitted_line_numbers(
-    text: str, head_end: int, tail_start: int, *, head_known: bool, tail_known: bool
+    text: str,
+    head_end: int,
+    tail_start: int,
+    *,
+    head_known: bool,
+    tail_known: bool,
+    output: str | None = None,
 ) -> list[int]:
     """1-based lines not shown whole in head or tail (the reference model)."""
     hidden = []
-    for number, (start, end) in enumerate(spans(text), start=1):
+    for number, (start, end) in enumerate(spans(text, output), start=1):
         in_head = end < head_end or (end == head_end and head_known)
         in_tail = start > tail_start or (start == tail_start and tail_known)
         if not (in_head or in_tail):
@@ -133,6 +152,10 @@ def inside_cluster(text: str, i: int) -> bool:
     if i <= 0 or i >= len(text):
         return False
     before, char = text[i - 1], text[i]
+    if before == "\n":
+        # A line end breaks every cluster; cleaning can start a line with a
+        # combining mark that followed an escape sequence.
+        return False
     return (
         (before == "\r" and char == "\n")
         or "\u200d" in (before, char)
@@ -151,40 +174,47 @@ def assert_good_cut(text: str, i: int, step: int) -> None:
 def check_whole(
     out: str, text: str, policy: SpillPolicy, source: PreviewSource
 ) -> Parsed:
-    """Every S1.4 promise for a preview of a whole text."""
+    """Every S1.4 promise for a preview of a whole text, shown as a terminal would."""
     limit = policy.limit_for(source.tool_name)
     unit = limit.unit
     size = policy.measure(out, unit)
     assert size <= limit.budget
     assert size <= policy.measure(text, unit)
     got = parse(out, source)
-    assert text.startswith(got.head)
-    assert text.endswith(got.tail)
-    tail_start = len(text) - len(got.tail)
+    screen = clean_terminal(text)
+    assert screen.startswith(got.head)
+    assert screen.endswith(got.tail)
+    tail_start = len(screen) - len(got.tail)
     assert len(got.head) <= tail_start  # no overlap
-    if unit != SizeUnit.TOKENS:
-        assert len(got.head) < tail_start  # something is always left out
-    assert_good_cut(text, len(got.head), -1)
-    assert_good_cut(text, tail_start, +1)
+    if unit != SizeUnit.TOKENS and screen == text:
+        # Only what cleaning saved can make room for the whole text.
+        assert len(got.head) < tail_start  # something is left out
+    assert_good_cut(screen, len(got.head), -1)
+    assert_good_cut(screen, tail_start, +1)
     notice_unit = SizeUnit.BYTES if unit == SizeUnit.TOKENS else unit
     assert got.unit == notice_unit
-    middle = text[len(got.head) : tail_start]
+    middle = screen[len(got.head) : tail_start]
     assert got.omitted_units == policy.measure(middle, notice_unit)
     hidden = omitted_line_numbers(
-        text, len(got.head), tail_start, head_known=True, tail_known=True
+        screen,
+        len(got.head),
+        tail_start,
+        head_known=True,
+        tail_known=True,
+        output=text,
     )
     assert got.omitted_lines == len(hidden)
     if hidden:
         assert got.first_line == hidden[0]
         assert hidden == list(range(hidden[0], hidden[-1] + 1))
-    lines = text.split("\n")
+    lines = screen.split("\n")
     assert len(got.key_lines) <= policy.max_key_lines
     assert [n for n, _ in got.key_lines] == sorted({n for n, _ in got.key_lines})
     for number, shown in got.key_lines:
         assert number in hidden
         original = lines[number - 1][:KEY_LINE_SCAN_CHARS]
         assert policy.is_key_line(original)
-        assert original.removesuffix("\r").startswith(shown.removesuffix("..."))
+        assert original.startswith(shown.removesuffix("..."))
     return got
 
 
@@ -210,6 +240,15 @@ SPECIALS = [
     "Traceback (most recent call last):",
     "\ud83d\ude00",  # an emoji as a surrogate pair (two code points)
     "\udc80",  # a lone surrogate, as surrogateescape leaves them
+    # terminal noise, which previews clean away line for line
+    "\x1b[1;31m",
+    "\x1b[0m",
+    "\x1b]8;;file:///x\x07",
+    "\x1b[2K\r",
+    " 50%\r",
+    "\r",
+    "\x1b",
+    "\x1b[31mERROR\x1b[0m: boom",
 ]
 pieces = st.one_of(
     st.text(max_size=30),
@@ -283,18 +322,23 @@ def test_windowed_previews_keep_every_promise(
     out = build_preview(preview, source, policy)
     assert policy.measure(out, unit) <= budget
     got = parse(out, source)
-    assert head_win.startswith(got.head)
-    assert tail_win.endswith(got.tail)
+    head_shown, tail_shown = clean_terminal(head_win), clean_terminal(tail_win)
+    assert head_shown.startswith(got.head)
+    assert tail_shown.endswith(got.tail)
     assert got.unit == "bytes"
     shown = (got.head + got.tail).encode("utf-8", "surrogatepass")
     assert got.omitted_units == source.total_bytes - len(shown)
-    tail_start = len(text) - len(got.tail)
+    # Cleaning keeps newlines, so the pieces cleaned apart number lines as one.
+    middle = clean_terminal(text[head_len : len(text) - tail_len])
+    screen = head_shown + middle + tail_shown
+    tail_start = len(screen) - len(got.tail)
     hidden = omitted_line_numbers(
-        text,
+        screen,
         len(got.head),
         tail_start,
-        head_known=len(got.head) < head_len,
-        tail_known=len(got.tail) < tail_len,
+        head_known=len(got.head) < len(head_shown),
+        tail_known=len(got.tail) < len(tail_shown),
+        output=text,
     )
     assert got.omitted_lines == len(hidden)
     for number, _ in got.key_lines:
@@ -408,7 +452,7 @@ def test_line_ends_are_preferred_within_a_window() -> None:
     assert got.tail.startswith(tuple("0123456789"))
 
 
-def test_a_cut_never_splits_a_crlf_even_far_from_a_line_end() -> None:
+def test_crlf_line_ends_show_as_line_ends_and_cuts_still_find_them() -> None:
     text = "\r\n".join(["x" * 3000] * 12)
     source = source_for(text)
     seen = set()
@@ -416,9 +460,9 @@ def test_a_cut_never_splits_a_crlf_even_far_from_a_line_end() -> None:
         policy = small_policy(SizeUnit.CHARS, budget, head_ratio=1, tail_ratio=1)
         out = build_preview(PreviewText(text, text, whole=True), source, policy)
         got = check_whole(out, text, policy, source)
-        assert not got.head.endswith("\r")
+        assert "\r" not in out
         seen.add(len(got.head))
-    assert 3000 in seen  # the cut really did come to the CRLF
+    assert 3000 in seen  # the cut really did come to the line end
 
 
 def test_the_head_to_tail_ratio_is_about_one_to_four() -> None:
@@ -540,6 +584,86 @@ def test_key_lines_can_be_turned_off() -> None:
     source = source_for(text)
     got = parse(build_preview(PreviewText(text, text, True), source, policy), source)
     assert got.key_lines == []
+
+
+# ---------------------------------------------------------------- terminal noise
+
+RED, GREEN, RESET = "\x1b[31m", "\x1b[32m", "\x1b[0m"
+
+
+def colored(count: int, failed_at: int) -> str:
+    """Colored test lines, a progress line redrawn with CRs, CRLF line ends."""
+    lines = []
+    for n in range(1, count + 1):
+        if n == failed_at:
+            lines.append(f"{RED}FAILED{RESET} test_{n:04d}\r\n")
+        elif n % 100 == 0:
+            lines.append(f"download 10%\rdownload 60%\r{GREEN}download 100%{RESET}\n")
+        else:
+            lines.append(f"test_{n:04d} {GREEN}PASSED{RESET}\n")
+    return "".join(lines)
+
+
+@pytest.mark.parametrize("unit", list(SizeUnit))
+def test_a_colored_output_is_previewed_clean_line_for_line(unit: SizeUnit) -> None:
+    text = colored(3000, failed_at=1500)
+    policy = small_policy(unit, 4000)
+    source = source_for(text)
+    out = build_preview(PreviewText(text, text, whole=True), source, policy)
+    assert "\x1b" not in out
+    assert "\r" not in out
+    got = check_whole(out, text, policy, source)  # line numbers: the output's
+    assert (1500, f"FAILED test_{1500:04d}") in got.key_lines
+    assert got.tail.endswith("test_2999 PASSED\ndownload 100%\n")  # line 3000
+
+
+def test_windows_are_cleaned_and_given_key_lines_shown_clean() -> None:
+    text = colored(3000, failed_at=1500)
+    text = text.replace("test_2222 ", f"{RED}error 10%\rok{RESET} ")  # overwritten
+    policy = small_policy(SizeUnit.CHARS, 4000)
+    lines = text.split("\n")
+    given = ((1500, lines[1499]), (2222, lines[2221]))  # raw, as a scanner gives
+    assert policy.is_key_line(lines[2221])  # "error" before it was overwritten
+    source = source_for(text)
+    window = PreviewText(text[:6000], text[-6000:], whole=False, key_lines=given)
+    out = build_preview(window, source, policy)
+    assert "\x1b" not in out
+    assert "\r" not in out
+    got = parse(out, source)
+    assert got.key_lines == [(1500, "FAILED test_1500")]  # 2222 shows "ok" now
+    total = text.count("\n")
+    assert got.first_line is not None
+    assert got.first_line + got.omitted_lines - 1 == total - got.tail.count("\n")
+
+
+def test_a_last_line_that_cleans_to_nothing_still_counts() -> None:
+    text = "".join(f"row {n}\n" for n in range(1, 2001)) + RESET  # line 2001
+    policy = small_policy(SizeUnit.CHARS, 3000)
+    source = source_for(text)
+    assert source.total_lines == 2001
+    out = build_preview(PreviewText(text, text, whole=True), source, policy)
+    got = check_whole(out, text, policy, source)
+    assert got.tail.endswith("row 2000\n")
+    assert got.first_line is not None
+    assert got.first_line + got.omitted_lines == 2001 - got.tail.count("\n")
+
+
+def test_a_whole_view_shows_everything_and_a_pointer_nothing() -> None:
+    text = f"{GREEN}ok{RESET}\r\nall 3 passed\n"
+    source = source_for(text)
+    whole = build_whole(text, source)
+    assert whole.startswith(render_header(source) + "ok\nall 3 passed\n\n")
+    got = parse(whole, source)
+    assert (got.head, got.tail, got.omitted_units, got.omitted_lines) == (
+        "ok\nall 3 passed\n",
+        "",
+        0,
+        0,
+    )
+    pointer = parse(build_pointer(source, "[described]"), source)
+    assert (pointer.head, pointer.tail) == ("[described]", "")
+    assert (pointer.omitted_lines, pointer.first_line) == (2, 1)
+    assert pointer.omitted_units == source.total_bytes
 
 
 def test_a_match_deep_in_a_very_long_line_is_not_a_key_line() -> None:
@@ -780,8 +904,9 @@ def test_the_worst_case_is_nearly_attained(unit: SizeUnit, fill: str) -> None:
     notice = render_notice(source, most, most, unit, first_line=1)
     largest = policy.measure(render_header(source) + "\n" + notice, unit)
     worst = worst_fixed_size(policy, "t", unit, is_error=True)
-    # a span of 10**20 - 1 lines cannot also start at line 10**20 - 1
-    assert largest <= worst <= largest + 19
+    # a span of 10**20 - 1 lines cannot also start at line 10**20 - 1, and
+    # the notice shows its start twice (the span and the read call)
+    assert largest <= worst <= largest + 2 * 19
 
 
 def test_an_overlong_handle_per_call_is_a_value_error_not_an_overflow() -> None:
