@@ -51,7 +51,7 @@ from spillvault.domain.preview import (
     build_preview,
     build_whole,
 )
-from spillvault.domain.summary import check_summary, summarize
+from spillvault.domain.summary import check_summary, summarize, visible
 from spillvault.domain.values import ArtifactCleanupPolicy
 
 if TYPE_CHECKING:
@@ -274,7 +274,7 @@ class SessionExternalizer:
     def summarize(self, output: str, tool_name: str) -> str:  # noqa: ARG002 - seed signature
         """Return the deterministic summary `output` would be stored with."""
         lines = output.split("\n")
-        first = next((line for line in lines if _visible(line)), "")
+        first = next((line for line in lines if visible(line)), "")
         count = len(lines) - (1 if output.endswith("\n") or not output else 0)
         return summarize(first, count, len(output.encode("utf-8", "surrogatepass")))
 
@@ -683,11 +683,6 @@ def _replace(content: Content, preview: str) -> Content:
     first = dict(content[0]) if content else {}
     first.update(type="text", text=preview)
     return [first]
-
-
-def _visible(line: str) -> str:
-    """Return what a summary shows of a line: printable characters, stripped."""
-    return "".join(c if c.isprintable() else " " for c in line).strip()
 
 
 def _complete_head(data: bytes) -> str:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from spillvault.domain.artifact import ArtifactContent
 from spillvault.domain.constants import CHUNK_SIZE
-from spillvault.domain.summary import summarize
+from spillvault.domain.summary import summarize, visible
 
 if TYPE_CHECKING:
     from spillvault.domain.ports import FileSystem, KeyLineScanner
@@ -32,7 +32,8 @@ FIRST_LINE_BYTES = 1024
 """How much of the first non-empty line is kept for the summary (>= 160 chars)."""
 OVERLAP_MIN = 256 * 1024
 """Smaller chunks are written inline: a thread hand-off would cost more."""
-_BLANK = bytes(range(0x21)) + b"\x7f"
+# ESC is kept: it starts an escape sequence, which the summary removes whole.
+_BLANK = bytes(c for c in range(0x21) if c != 0x1B) + b"\x7f"
 
 
 class ContentHasher:
@@ -151,8 +152,7 @@ class ContentHasher:
 
 
 def _visible(raw: bytes | bytearray) -> str:
-    text = bytes(raw).decode("utf-8", errors="replace")
-    return "".join(c if c.isprintable() else " " for c in text).strip()
+    return visible(bytes(raw).decode("utf-8", errors="replace"))
 
 
 def summary_for(content: ArtifactContent, first_line: str) -> str:

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from spillvault.domain.summary import summarize, visible
 from spillvault.domain.terminal import clean_terminal
 
 ESC = "\x1b"
@@ -126,3 +127,12 @@ def test_property_cleaning_works_line_by_line(text: str) -> None:
     # So line N of a preview is line N of the artifact, cleaned.
     lines = text.split("\n")
     assert clean_terminal(text).split("\n") == [clean_terminal(x) for x in lines]
+
+
+def test_a_summary_shows_the_first_line_as_a_terminal_would() -> None:
+    colored = "\x1b[32mok\x1b[0m step 1\n\x1b[31mFAILED\x1b[0m\n"
+    assert (
+        summarize("\x1b[32mok\x1b[0m step 1", 2, 20) == "ok step 1 (2 lines, 20 bytes)"
+    )
+    assert visible("10%\r100% done\x1b[K") == "100% done"
+    assert visible(colored.split("\n")[1]) == "FAILED"
