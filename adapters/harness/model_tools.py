@@ -4,10 +4,11 @@
 (handle, pattern, `context`, `max_matches`, `regex`, 1-based `start_line`)
 are described in each wire format; `handle_tool_call` runs them and always
 returns text for the model: capped at the read tool's budget, with numbered
-lines, and saying how to continue when cut. Every failure becomes an
-`error: …` line naming what to change, never an exception. Both tools are
-exempt from the gate on the model arm (S1.2), so their output is not spilled
-again.
+lines shown as a terminal would (no escape sequences, overwritten progress
+collapsed, as in the preview), and saying how to continue when cut. Every
+failure becomes an `error: …` line naming what to change, never an
+exception. Both tools are exempt from the gate on the model arm (S1.2), so
+their output is not spilled again.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from spillvault.domain.notice import (
     SUGGESTED_READ_LIMIT,
     call_argument,
 )
+from spillvault.domain.terminal import clean_terminal
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -209,7 +211,8 @@ def _read(ext: SessionExternalizer, args: dict[str, Any]) -> str:
     body = ext.read_artifact(handle, start - 1, limit)
     # A final newline ends the last line; it starts no new one (S2.3 counts).
     lines = body.split("\n")[: max(0, min(limit, total - start + 1))]
-    numbered = [f"{start + i}: {line}" for i, line in enumerate(lines)]
+    # Lines as a terminal shows them, like the preview (the library reads stay exact).
+    numbered = [f"{start + i}: {clean_terminal(line)}" for i, line in enumerate(lines)]
     budget = ext.policy.limit_for(READ_TOOL).budget
     capped = cap_lines(
         numbered, first_line=start, budget=budget, max_line=min(MAX_LINE_CHARS, budget)
@@ -250,7 +253,7 @@ def _grep(ext: SessionExternalizer, args: dict[str, Any]) -> str:
         for i, line in enumerate((*match.before, match.line, *match.after)):
             mark = ":" if first + i == match.line_number else "-"
             numbers.append(first + i)
-            rows.append(f"{first + i}{mark} {line}")
+            rows.append(f"{first + i}{mark} {clean_terminal(line)}")
     if not rows:
         return f"no match for {pattern!r} from line {start}"
     budget = ext.policy.limit_for(READ_TOOL).budget

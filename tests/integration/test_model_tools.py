@@ -187,3 +187,23 @@ def test_the_tools_own_output_is_not_spilled_again_on_the_model_arm(
     out = call(session, READ_TOOL, handle=handle, limit=MAX_READ_LIMIT)
     outcome = session.externalizer.process(out * 4, READ_TOOL)
     assert outcome.reason == "exempt_tool"
+
+
+def test_reads_and_greps_show_lines_as_a_terminal_would(session: Session) -> None:
+    colored = "".join(
+        f"\x1b[32mok\x1b[0m {n}\r\x1b[32mok\x1b[0m step {n}\n" for n in range(1, 9001)
+    )
+    outcome = session.externalizer.process(colored, "bash")
+    assert outcome.artifact is not None
+    handle = outcome.artifact.handle
+    page = call(session, READ_TOOL, handle=handle, start_line=7, limit=2)
+    assert page.splitlines()[1:3] == ["7: ok step 7", "8: ok step 8"]
+    found = call(session, GREP_TOOL, handle=handle, pattern="step 8000", context=1)
+    assert found.splitlines()[1:4] == [
+        "7999- ok step 7999",
+        "8000: ok step 8000",
+        "8001- ok step 8001",
+    ]
+    # the artifact keeps every raw byte
+    raw = session.externalizer.read_artifact(handle, start_line=7, limit=1)
+    assert raw == "\x1b[32mok\x1b[0m 7\r\x1b[32mok\x1b[0m step 7"
