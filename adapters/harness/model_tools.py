@@ -246,11 +246,14 @@ def _grep(ext: SessionExternalizer, args: dict[str, Any]) -> str:
         regex=regex,
         offset=start - 1,
     )
+    total = _recorded_lines(ext, handle)
     numbers: list[int] = []
     rows: list[str] = []
     for match in result.matches:
         first = match.line_number - len(match.before)
         for i, line in enumerate((*match.before, match.line, *match.after)):
+            if total is not None and first + i > total:
+                break  # the empty piece after a final newline is no line
             mark = ":" if first + i == match.line_number else "-"
             numbers.append(first + i)
             rows.append(f"{first + i}{mark} {clean_terminal(line)}")
@@ -271,6 +274,14 @@ def _grep(ext: SessionExternalizer, args: dict[str, Any]) -> str:
         call = _grep_call(handle, pattern, args, resume)
         text += f"\n[more: {GREP_TOOL}({call})]"
     return text
+
+
+def _recorded_lines(ext: SessionExternalizer, handle: str) -> int | None:
+    """Return the artifact's line count, or None while it is still being written."""
+    try:
+        return ext.line_count(handle)
+    except ArtifactAccessError:
+        return None
 
 
 def _grep_call(handle: str, pattern: str, args: dict[str, Any], resume: int) -> str:

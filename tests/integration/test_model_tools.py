@@ -207,3 +207,18 @@ def test_reads_and_greps_show_lines_as_a_terminal_would(session: Session) -> Non
     # the artifact keeps every raw byte
     raw = session.externalizer.read_artifact(handle, start_line=7, limit=1)
     assert raw == "\x1b[32mok\x1b[0m 7\r\x1b[32mok\x1b[0m step 7"
+
+
+def test_grep_context_stops_at_the_last_line(session: Session) -> None:
+    outcome = session.externalizer.process("x\n" * 40_000 + "last ERROR\n", "bash")
+    assert outcome.artifact is not None
+    found = call(
+        session, GREP_TOOL, handle=outcome.artifact.handle, pattern="ERROR", context=2
+    )
+    # a final newline ends line 40001; it starts no line 40002
+    assert found.splitlines() == [
+        "[1 match]",
+        "39999- x",
+        "40000- x",
+        "40001: last ERROR",
+    ]
