@@ -110,9 +110,10 @@ def clip_shown(text: str, limit: int) -> str:
 def render_header(source: PreviewSource) -> str:
     """Return the provenance header: two lines (three with command facts)."""
     parts = [
-        f"[tool result stored as {_escape(source.source_id)}",
+        f"[tool result stored as {_escape(source.handle)}",
         f"tool: {_escape(source.tool_name)}",
         f"sha256: {_escape(source.content_sha256)}",
+        f"source: {_escape(source.source_id)}",
     ]
     if source.tool_use_id is not None:
         parts.append(f"tool_use_id: {_escape(source.tool_use_id)}")

@@ -2,7 +2,7 @@
 
 # Layout (every part but head and tail is rendered here):
 #
-#     [tool result stored as <source id>; tool: <name>; sha256: <hex>[; ...]]
+#     [tool result stored as <handle>; tool: <name>; sha256: <hex>; source: <id>[; ...]]
 #     [summary: <summary>]
 #     [command: <argv>; exit: <status>; duration: <s>]   (a command's output only)
 #     <head: a prefix of the output>

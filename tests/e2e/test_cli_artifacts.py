@@ -45,7 +45,8 @@ def test_run_spills_prints_the_preview_and_keeps_the_exit_code(tmp_path: Path) -
     session = tmp_path / "s"
     done = cli("run", "--session", str(session), "--", "bash", "-c", LOG)
     assert done.returncode == 7, done.stderr
-    assert done.stdout.startswith("[tool result stored as artifact:s:tool_result_001")
+    assert done.stdout.startswith("[tool result stored as s/1; tool: bash; sha256: ")
+    assert "; source: artifact:s:tool_result_001.txt:" in done.stdout.split("\n")[0]
     assert "line 25000: FATAL: quota at 25000" in done.stdout
     assert len(done.stdout) <= 30000 + 1
     stored = (session / "tool-results" / "tool_result_001.txt").read_bytes()

@@ -189,7 +189,7 @@ DURATION = r"duration: \d+\.\ds\]"
 def command_line(view: str) -> str:
     """Return the header's command line, checking the header around it."""
     first, summary, command, _ = view.split("\n", 3)
-    assert first.startswith("[tool result stored as artifact:")
+    assert first.startswith("[tool result stored as s/")
     assert summary.startswith("[summary: ")
     return command
 

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 BASH_LIMIT = 30_000  # chars
 DEFAULT_LIMIT = 51_200  # bytes
-HEADER_START = "[tool result stored as artifact:"
+HEADER_START = "[tool result stored as "
 PARTIAL_MARK = "partial: the stored output is incomplete"
 
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from spillvault.domain.values import ArtifactReference
 
 BASH_LIMIT = 30_000  # chars
-HEADER_START = "[tool result stored as artifact:"
+HEADER_START = "[tool result stored as "
 PARTIAL_MARK = "partial: the stored output is incomplete"
 PNG_HEAD = (
     b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x02\x00\x00\x00\x01\x80\x08\x06"

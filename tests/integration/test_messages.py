@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from spillvault.adapters.session import Session, ToolResultExternalizer
 
 HUGE = 70_000  # over both default limits (bash 30,000 chars, others 51,200 bytes)
-HEADER_START = "[tool result stored as artifact:"
+HEADER_START = "[tool result stored as "
 IMAGE = {
     "type": "image",
     "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
