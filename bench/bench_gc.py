@@ -92,7 +92,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -122,6 +121,7 @@ from harness import (
     print_table,
     restore,
     round_by_round,
+    run_in_temp_dir,
     verdict,
 )
 
@@ -689,12 +689,7 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("bash") is None or shutil.which("xargs") is None:
         print("bash, find and xargs are needed for the baseline", file=sys.stderr)
         return 2
-    root = tempfile.mkdtemp(prefix="spillvault-bench-", dir=args.dir)
-    try:
-        return bench(root, args)
-    finally:
-        gc.collect()
-        shutil.rmtree(root, ignore_errors=True)
+    return run_in_temp_dir(bench, args)
 
 
 def plan_phase(

@@ -85,7 +85,6 @@ import shutil
 import sqlite3
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -113,6 +112,7 @@ from harness import (
     ratio,
     restore,
     round_by_round,
+    run_in_temp_dir,
     verdict,
     version_of,
 )
@@ -611,12 +611,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Build the fixtures, run both measurements, print the table, clean up."""
     args = parse_args(argv)
-    root = tempfile.mkdtemp(prefix="spillvault-bench-", dir=args.dir)
-    try:
-        return bench(root, args)
-    finally:
-        gc.collect()
-        shutil.rmtree(root, ignore_errors=True)
+    return run_in_temp_dir(bench, args)
 
 
 def bench(root: str, args: argparse.Namespace) -> int:

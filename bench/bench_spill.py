@@ -63,7 +63,6 @@ import resource
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -81,6 +80,7 @@ from harness import (
     print_host,
     print_table,
     round_by_round,
+    run_in_temp_dir,
     verdict,
 )
 
@@ -577,11 +577,7 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("bash") is None:
         print("bash not found", file=sys.stderr)
         return 2
-    root = tempfile.mkdtemp(prefix="spillvault-bench-", dir=args.dir)
-    try:
-        return bench(root, args)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    return run_in_temp_dir(bench, args)
 
 
 def bench(root: str, args: argparse.Namespace) -> int:

@@ -37,7 +37,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, fields
 
@@ -45,7 +44,7 @@ from spillvault.adapters.session import ToolResultExternalizer
 from spillvault.domain.policy import SpillPolicy
 from spillvault.domain.terminal import clean_terminal
 
-from harness import MB, micro, print_footer, print_host, print_table
+from harness import MB, micro, print_footer, print_host, print_table, run_in_temp_dir
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_TESTS = (  # quick ones, enough for a log over the 30,000-char bash limit
@@ -241,11 +240,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Capture, measure, gate, print the table, clean up."""
     args = parse_args(argv)
-    root = tempfile.mkdtemp(prefix="spillvault-bench-", dir=args.dir)
-    try:
-        return bench(root, args)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    return run_in_temp_dir(bench, args)
 
 
 def bench(root: str, args: argparse.Namespace) -> int:

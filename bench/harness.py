@@ -21,12 +21,13 @@ import platform
 import pstats
 import shutil
 import statistics
+import tempfile
 import timeit
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from time import perf_counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import cProfile
@@ -369,3 +370,13 @@ def restore(template: str, path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
     shutil.copytree(template, path, symlinks=True)
     fsync_tree(path)
+
+
+def run_in_temp_dir(bench: Callable[[str, Any], int], args: Any) -> int:
+    """Run `bench(root, args)` in a fresh temp dir under `args.dir`; remove it after."""
+    root = tempfile.mkdtemp(prefix="spillvault-bench-", dir=args.dir)
+    try:
+        return bench(root, args)
+    finally:
+        gc.collect()  # close what the bench left open before its files go
+        shutil.rmtree(root, ignore_errors=True)

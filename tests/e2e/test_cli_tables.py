@@ -11,7 +11,6 @@ import pytest
 from spillvault.adapters.cli.commands import ls_command
 from spillvault.adapters.cli.main import build_parser
 from spillvault.adapters.cli.main import main as cli_main
-from spillvault.adapters.cli.sessions import SESSION_ENV
 from spillvault.adapters.cli.tables import Column, age_text, human_size, render_table
 from spillvault.adapters.session import open_session
 from spillvault.adapters.storage.session_root import HOME_ENV
@@ -94,14 +93,17 @@ def make_run_session(root: Path, name: str, runs: list[CommandFacts]) -> None:
             )
 
 
+@pytest.fixture
+def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty session root of its own (conftest unsets $SPILLVAULT_SESSION)."""
+    path = tmp_path / "root"
+    monkeypatch.setenv(HOME_ENV, str(path))
+    return path
+
+
 def test_ls_is_one_table_over_every_session_with_ages_from_now(
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = tmp_path / "root"
-    monkeypatch.setenv(HOME_ENV, str(root))
-    monkeypatch.delenv(SESSION_ENV, raising=False)
     make_session(root, "alpha", timedelta(0), "bash", "x\n" * 600)
     make_session(root, "beta", timedelta(hours=2), "pytest", "hello\n")
     args = build_parser().parse_args(["ls"])
@@ -136,13 +138,8 @@ def test_ls_is_one_table_over_every_session_with_ages_from_now(
 
 
 def test_ls_shows_each_runs_exit_and_command_line(
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = tmp_path / "root"
-    monkeypatch.setenv(HOME_ENV, str(root))
-    monkeypatch.delenv(SESSION_ENV, raising=False)
     long = ("bash", "-c", "for i in $(seq 1 100); do echo line $i; done\nexit 0")
     make_run_session(
         root,
@@ -178,11 +175,7 @@ def test_ls_shows_each_runs_exit_and_command_line(
 
 
 def test_ls_of_no_artifacts_says_so(
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv(HOME_ENV, str(tmp_path / "empty"))
-    monkeypatch.delenv(SESSION_ENV, raising=False)
     assert cli_main(["ls"]) == 0
     assert capsys.readouterr().out == "no artifacts\n"
