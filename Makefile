@@ -3,19 +3,27 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The MCP reference servers the proxy tests run against, from the committed lock.
+NPM_DIR := tests/npm
+NPM_STAMP := $(NPM_DIR)/node_modules/.installed
 
 .PHONY: demo check test test-dates fuzz lint typecheck specs system-deps bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,postgres,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[test,postgres,dev,mcp]'
 	touch $(STAMP)
+
+$(NPM_STAMP): $(NPM_DIR)/package-lock.json | system-deps
+	cd $(NPM_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	touch $(NPM_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/spillvault demo
 
-# PostgreSQL's server binaries back the server-store tests; install them when absent.
+# PostgreSQL's server binaries back the server-store tests, Node.js the MCP
+# reference servers; install them when absent.
 system-deps:
 	@bash .ci/system-deps
 
@@ -24,7 +32,7 @@ system-deps:
 check: $(STAMP) lint
 	$(BIN)/pytest -q -p no:cacheprovider tests/unit
 
-test: $(STAMP) system-deps lint
+test: $(STAMP) system-deps $(NPM_STAMP) lint
 	$(BIN)/pytest --cov --cov-report=
 	$(BIN)/coverage report --fail-under=100 --no-skip-covered --include=adapters/storage/journal_file.py,domain/journal_records.py,adapters/services/lease_projection.py,adapters/services/recovery.py,adapters/services/gc.py,domain/cleanup.py
 	@echo "overall branch coverage: $$($(BIN)/coverage report --format=total)%"
@@ -79,6 +87,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_journal.py
 	$(BIN)/python bench/bench_gc.py
 	$(BIN)/python bench/bench_terminal_noise.py
+	$(BIN)/python bench/bench_mcp_proxy.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis $(NPM_DIR)/node_modules

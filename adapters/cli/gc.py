@@ -3,24 +3,45 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from spillvault.adapters.cli.sessions import open_existing
 from spillvault.adapters.cli.tables import MISSING, age_text
 from spillvault.adapters.services import gc
+from spillvault.adapters.session import open_session
+from spillvault.adapters.storage.session_root import session_root, sessions_under
+from spillvault.domain.enums import ArtifactCleanupStatus as Status
+from spillvault.domain.errors import ArtifactIntegrityError, ArtifactLeaseJournalError
 from spillvault.domain.values import ArtifactCleanupPolicy
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
     from datetime import datetime, timedelta
 
-    from spillvault.domain.cleanup import ArtifactCleanupDecision
+    from spillvault.adapters.session import Session
+    from spillvault.domain.cleanup import (
+        ArtifactCleanupDecision,
+        ArtifactCleanupPlan,
+        ArtifactCleanupReport,
+    )
 
 EXIT_STOPPED = 4
 LARGE = 200
 """Entries from which a run shows its progress."""
 _BAR = 30
+# What `main` reports as a failed run (ArtifactAccessError and
+# ArtifactRetentionError are ValueErrors); under --all-sessions it fails one session.
+_SKIPPING = (
+    ArtifactIntegrityError,
+    ArtifactLeaseJournalError,
+    ValueError,
+    OSError,
+    TimeoutError,
+)
 
 
 class ProgressLine:
@@ -88,39 +109,161 @@ def _age_seconds(decision: ArtifactCleanupDecision, now: datetime) -> float | No
 
 def gc_command(args: argparse.Namespace) -> int:
     """Plan GC (a dry run unless --apply); print counts and reasons."""
-    ttl: timedelta = args.ttl  # parsed and bounded by the --ttl flag's type
-    policy = ArtifactCleanupPolicy(
-        orphan_ttl_seconds=ttl.total_seconds(),
-        max_deletions=args.max,
-        dry_run=not args.apply,
-    )
+    if getattr(args, "all_sessions", False):
+        return _gc_all_sessions(args)
     with open_existing(args) as session:
-        plan = gc.plan_cleanup_from_journal(
-            session, policy=policy, progress=ProgressLine("planning", sys.stderr)
-        )
-        report = gc.apply_cleanup_from_journal(
-            session, plan, progress=ProgressLine("deleting", sys.stderr)
-        )
+        plan, report = _collect(session, _policy(args, args.max))
     if args.json:
         data = {"plan": plan.to_dict(), "report": report.to_dict()}
         sys.stdout.write(json.dumps(data, sort_keys=True) + "\n")
     else:
-        verbose = getattr(args, "verbose", False)  # -v names the files
-        when = plan.planned_at
-        lines = ["plan:", *_table(plan.decisions, now=when, verbose=verbose)]
-        if report.dry_run:
-            lines.append(
-                f"dry run: {len(plan.candidates())} would be deleted; "
-                "run again with --apply"
-            )
-        else:
-            applied = _table(report.decisions, now=when, verbose=verbose)
-            lines += ["applied:", *applied]
-        sys.stdout.write("".join(line + "\n" for line in lines))
+        sys.stdout.write(_text(_result_lines(args, plan, report)))
     if report.error is not None:
+        sys.stderr.write(f"spillvault: {_stopped(report)}\n")
+        return EXIT_STOPPED
+    return 0
+
+
+def _gc_all_sessions(args: argparse.Namespace) -> int:
+    """Run GC over every session under the root, one at a time, each on its own."""
+    if getattr(args, "session", None):
+        usage_error: Callable[[str], NoReturn] = args.usage_error
+        usage_error("--all-sessions and --session are mutually exclusive: pass one")
+    root = session_root()
+    paths = sessions_under(root)
+    if not paths and not args.json:
+        sys.stdout.write(f"no sessions under {root}\n")
+    entries: list[dict[str, Any]] = []
+    left: int | None = args.max  # --max bounds the whole run, not each session
+    for path in paths:
+        entry, lines = _gc_session(args, path, left)
+        entries.append(entry)
+        # Planned, not deleted: a dry run spends the budget as --apply would.
+        if left is not None and "plan" in entry:
+            left -= entry["plan"]["counts"].get(Status.PLANNED_DELETE, 0)
+        if not args.json:
+            sys.stdout.write(_text(lines))
+    failed = [entry["session"] for entry in entries if _failed(entry)]
+    totals = {
+        "sessions": len(entries),
+        "planned_delete": _total(entries, "plan", Status.PLANNED_DELETE),
+        "deleted": _total(entries, "report", Status.DELETED),
+        "failed": len(failed),
+        "dry_run": not args.apply,
+    }
+    if args.json:
+        data = {"sessions": entries, "totals": totals}
+        sys.stdout.write(json.dumps(data, sort_keys=True) + "\n")
+    elif entries:
+        sys.stdout.write(_text([_totals_line(totals)]))
+    if failed:
         sys.stderr.write(
-            f"spillvault: gc stopped on an I/O error: {report.error}; "
-            f"{len(report.untouched)} candidates left untouched\n"
+            f"spillvault: gc failed on {len(failed)} of {len(entries)} sessions: "
+            f"{', '.join(failed)}\n"
         )
         return EXIT_STOPPED
     return 0
+
+
+def _gc_session(
+    args: argparse.Namespace, path: str, max_deletions: int | None
+) -> tuple[dict[str, Any], list[str]]:
+    """Run GC on one session; return its JSON entry and its lines of text."""
+    entry: dict[str, Any] = {"session": os.path.basename(path), "path": path}
+    lines = [f"== session {entry['session']} =="]
+    try:
+        # Opened here, so a broken session fails alone and nothing in it is touched.
+        with open_session(path, mode="open") as session:
+            plan, report = _collect(session, _policy(args, max_deletions))
+    except _SKIPPING as error:
+        message = f"{type(error).__name__}: {error}"
+        entry["error"] = {"code": _code_of(error), "message": message}
+        return entry, [*lines, f"skipped: {message}"]
+    entry |= {"plan": plan.to_dict(), "report": report.to_dict()}
+    if report.error is not None:
+        sys.stderr.write(
+            f"spillvault: session {entry['session']}: {_stopped(report)}\n"
+        )
+    return entry, lines + _result_lines(args, plan, report)
+
+
+def _failed(entry: dict[str, Any]) -> bool:
+    """Say whether a session was skipped, or its run stopped on an I/O error."""
+    return "error" in entry or entry["report"]["error"] is not None
+
+
+def _total(entries: list[dict[str, Any]], part: str, status: Status) -> int:
+    """Count `status` over the `part` ("plan" or "report") of every session run."""
+    return sum(
+        entry[part]["counts"].get(status, 0) for entry in entries if part in entry
+    )
+
+
+def _policy(
+    args: argparse.Namespace, max_deletions: int | None
+) -> ArtifactCleanupPolicy:
+    """Return the policy the flags ask for, with at most `max_deletions`."""
+    ttl: timedelta = args.ttl  # parsed and bounded by the --ttl flag's type
+    return ArtifactCleanupPolicy(
+        orphan_ttl_seconds=ttl.total_seconds(),
+        max_deletions=max_deletions,
+        dry_run=not args.apply,
+    )
+
+
+def _collect(
+    session: Session, policy: ArtifactCleanupPolicy
+) -> tuple[ArtifactCleanupPlan, ArtifactCleanupReport]:
+    """Plan GC on an open session, then apply the plan (nothing on a dry run)."""
+    plan = gc.plan_cleanup_from_journal(
+        session, policy=policy, progress=ProgressLine("planning", sys.stderr)
+    )
+    report = gc.apply_cleanup_from_journal(
+        session, plan, progress=ProgressLine("deleting", sys.stderr)
+    )
+    return plan, report
+
+
+def _result_lines(
+    args: argparse.Namespace, plan: ArtifactCleanupPlan, report: ArtifactCleanupReport
+) -> list[str]:
+    """Return the plan's table, then the dry-run hint or the table of what was done."""
+    verbose = getattr(args, "verbose", False)  # -v names the files
+    when = plan.planned_at
+    lines = ["plan:", *_table(plan.decisions, now=when, verbose=verbose)]
+    if report.dry_run:
+        lines.append(
+            f"dry run: {len(plan.candidates())} would be deleted; "
+            "run again with --apply"
+        )
+    else:
+        lines += ["applied:", *_table(report.decisions, now=when, verbose=verbose)]
+    return lines
+
+
+def _stopped(report: ArtifactCleanupReport) -> str:
+    """Say that an I/O error stopped a run, and how much it left."""
+    return (
+        f"gc stopped on an I/O error: {report.error}; "
+        f"{len(report.untouched)} candidates left untouched"
+    )
+
+
+def _totals_line(totals: dict[str, Any]) -> str:
+    """Sum up a run over every session in one line."""
+    done = (
+        f"{totals['planned_delete']} would be deleted"
+        if totals["dry_run"]
+        else f"{totals['deleted']} deleted"
+    )
+    return f"total: {totals['sessions']} sessions, {done}, {totals['failed']} failed"
+
+
+def _code_of(error: BaseException) -> str:
+    """Name an error as `main` does under --json (main imports us: no cycle)."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", type(error).__name__).lower()
+
+
+def _text(lines: list[str]) -> str:
+    """Join lines for one write, each ended by a newline."""
+    return "".join(line + "\n" for line in lines)

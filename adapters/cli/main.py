@@ -86,7 +86,8 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def _version() -> str:
+def package_version() -> str:
+    """Return the installed spillvault's version."""
     try:
         return version("spillvault")
     except PackageNotFoundError:  # pragma: no cover - running from an unusual layout
@@ -288,7 +289,9 @@ def _add_gc_command(commands: Any) -> None:
         "--max",
         type=_integer_flag(0, "a deletion count"),
         default=None,
-        help="delete at most N (oldest)",
+        metavar="N",
+        help="delete at most N (oldest); with --all-sessions, N in all, sessions "
+        "taken oldest first",
     )
     gc.add_argument("--apply", action="store_true", help="delete (default: dry run)")
     gc.add_argument(
@@ -297,7 +300,69 @@ def _add_gc_command(commands: Any) -> None:
         action="store_true",
         help="name each file with its age, oldest first, under its status and reason",
     )
-    gc.set_defaults(handler=_run_gc)
+    gc.add_argument(
+        "--all-sessions",
+        action="store_true",
+        help="every session under $SPILLVAULT_HOME, one at a time (not with "
+        "--session); one that cannot be opened is reported and skipped (exit 4)",
+    )
+    gc.set_defaults(handler=_run_gc, usage_error=gc.error)
+
+
+def _mcp_handler(name: str) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        from spillvault.adapters.cli import mcp as cli_mcp  # noqa: PLC0415 - load only what the command needs
+
+        handler: Callable[[argparse.Namespace], int] = getattr(cli_mcp, name)
+        args.package_version = package_version()
+        return handler(args)
+
+    return run
+
+
+def _add_mcp_commands(commands: Any) -> None:
+    mcp = commands.add_parser(
+        "mcp", help="MCP: serve the artifact tools, or put a server behind the gate"
+    )
+    mcp_commands = mcp.add_subparsers(dest="mcp_command", required=True)
+    limit_help = (
+        "the most characters a result may have, notice and structured stub "
+        "included (30000: under Claude Code's, Codex's and Gemini CLI's limits)"
+    )
+    serve = mcp_commands.add_parser(
+        "serve",
+        help="a stdio MCP server with read_artifact, grep_artifact, list_artifacts",
+    )
+    serve.add_argument(
+        "--session",
+        metavar="DIR|ID",
+        help="serve only this session (default: every session under the root)",
+    )
+    serve.add_argument(
+        "--limit",
+        type=_integer_flag(4000, "a character count"),
+        default=30000,
+        help=limit_help,
+    )
+    serve.set_defaults(handler=_mcp_handler("serve_command"))
+    proxy = mcp_commands.add_parser(
+        "proxy",
+        help="run CMD as a stdio MCP server and serve it with every result gated",
+    )
+    proxy.add_argument(
+        "--session",
+        metavar="DIR|ID",
+        help="the session spilled results go to (default: $SPILLVAULT_SESSION, "
+        "else a new one, made on the first spill)",
+    )
+    proxy.add_argument(
+        "--limit",
+        type=_integer_flag(4000, "a character count"),
+        default=30000,
+        help=limit_help,
+    )
+    proxy.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARG...]")
+    proxy.set_defaults(handler=_mcp_handler("proxy_command"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -309,7 +374,9 @@ def build_parser() -> argparse.ArgumentParser:
             "and keep what memory references alive (Linux only)."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {package_version()}"
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = commands.add_parser(
         "demo", help="run a short scripted tour of what exists, for real"
@@ -327,6 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_artifact_commands(commands)
     _add_lease_commands(commands)
     _add_gc_command(commands)
+    _add_mcp_commands(commands)
     return parser
 
 

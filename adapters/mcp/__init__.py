@@ -1,0 +1,1 @@
+"""MCP: `spillvault mcp serve` and the spill proxy (install the `mcp` extra)."""
