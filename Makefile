@@ -79,7 +79,7 @@ typecheck: $(STAMP)
 specs: $(STAMP)
 	$(BIN)/python -m spillvault.specs --write
 
-bench: $(STAMP)
+bench: $(STAMP) $(NPM_STAMP)
 	$(BIN)/python bench/bench_leases.py
 	$(BIN)/python bench/bench_fs_seam.py
 	$(BIN)/python bench/bench_page_fault.py

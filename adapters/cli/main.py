@@ -16,6 +16,11 @@ from spillvault.adapters.cli.run import (
     EXIT_OWN_FAILURE,
     CommandNotStartedError,
 )
+from spillvault.adapters.mcp.limits import (
+    DEFAULT_RESULT_CHARS,
+    MAX_RESULT_CHARS,
+    MIN_RESULT_CHARS,
+)
 from spillvault.adapters.owners.owner_common import ArtifactOwnerError
 from spillvault.domain.bounds import MAX_SIZE, shown
 from spillvault.domain.errors import (
@@ -41,13 +46,13 @@ _SECONDS: Final = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 MAX_DURATION_SECONDS: Final = timedelta.max.days * 86400
 
 
-def _integer_flag(low: int, what: str) -> Callable[[str], int]:
-    """Return an argparse type: `what`, a decimal integer from `low` to MAX_SIZE."""
+def _integer_flag(low: int, what: str, high: int = MAX_SIZE) -> Callable[[str], int]:
+    """Return an argparse type: `what`, a decimal integer from `low` to `high`."""
 
     def parse(text: str) -> int:
         number = int(text) if _INTEGER.fullmatch(text) else None
-        if number is None or not low <= number <= MAX_SIZE:
-            msg = f"must be {what} from {low} to {MAX_SIZE}, not {shown(text)}"
+        if number is None or not low <= number <= high:
+            msg = f"must be {what} from {low} to {high}, not {shown(text)}"
             raise argparse.ArgumentTypeError(msg)
         return number
 
@@ -320,15 +325,22 @@ def _mcp_handler(name: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
+def _limit_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--limit",
+        type=_integer_flag(MIN_RESULT_CHARS, "a character count", MAX_RESULT_CHARS),
+        default=DEFAULT_RESULT_CHARS,
+        help="the most characters a result may have, notice and structured stub "
+        f"included ({DEFAULT_RESULT_CHARS}: under Claude Code's, Codex's and "
+        "Gemini CLI's limits)",
+    )
+
+
 def _add_mcp_commands(commands: Any) -> None:
     mcp = commands.add_parser(
         "mcp", help="MCP: serve the artifact tools, or put a server behind the gate"
     )
     mcp_commands = mcp.add_subparsers(dest="mcp_command", required=True)
-    limit_help = (
-        "the most characters a result may have, notice and structured stub "
-        "included (30000: under Claude Code's, Codex's and Gemini CLI's limits)"
-    )
     serve = mcp_commands.add_parser(
         "serve",
         help="a stdio MCP server with read_artifact, grep_artifact, list_artifacts",
@@ -338,12 +350,7 @@ def _add_mcp_commands(commands: Any) -> None:
         metavar="DIR|ID",
         help="serve only this session (default: every session under the root)",
     )
-    serve.add_argument(
-        "--limit",
-        type=_integer_flag(4000, "a character count"),
-        default=30000,
-        help=limit_help,
-    )
+    _limit_option(serve)
     serve.set_defaults(handler=_mcp_handler("serve_command"))
     proxy = mcp_commands.add_parser(
         "proxy",
@@ -355,12 +362,7 @@ def _add_mcp_commands(commands: Any) -> None:
         help="the session spilled results go to (default: $SPILLVAULT_SESSION, "
         "else a new one, made on the first spill)",
     )
-    proxy.add_argument(
-        "--limit",
-        type=_integer_flag(4000, "a character count"),
-        default=30000,
-        help=limit_help,
-    )
+    _limit_option(proxy)
     proxy.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARG...]")
     proxy.set_defaults(handler=_mcp_handler("proxy_command"))
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from spillvault.adapters.cli.sessions import chosen_session, session_to_create
+from spillvault.adapters.cli.sessions import session_to_create
+from spillvault.adapters.storage.session_root import session_dir_for
 
 if TYPE_CHECKING:
     import argparse
@@ -29,7 +30,9 @@ def serve_command(args: argparse.Namespace) -> int:
     from spillvault.adapters.mcp.artifact_tools import ArtifactTools  # noqa: PLC0415
     from spillvault.adapters.mcp.limits import mcp_policy  # noqa: PLC0415
 
-    tools = ArtifactTools(mcp_policy(args.limit), scope=chosen_session(args))
+    # Only --session narrows it: a client's $SPILLVAULT_SESSION is no choice.
+    scope = session_dir_for(args.session) if args.session else None
+    tools = ArtifactTools(mcp_policy(args.limit), scope=scope)
     try:
         serve_stdio(tools, version=args.package_version)
     finally:

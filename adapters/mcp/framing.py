@@ -3,7 +3,10 @@
 The SDK's stdio client re-splits its whole buffer on every 64 KB chunk, so a
 message of n bytes costs O(n²/64 KB): a 40 MB line took about 19 s of CPU.
 `BufferedReader.readline` gathers the chunks of one line and joins them
-once, so a line costs O(n) whatever its size.
+once, so a line costs O(n) whatever its size. A line is returned as read,
+its ending included (JSON allows the trailing whitespace), and the reader is
+a function, not a generator: a suspended generator would keep the last huge
+line alive until the next one came.
 """
 
 from __future__ import annotations
@@ -11,18 +14,27 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
 
-def read_lines(stream: IO[bytes]) -> Iterator[bytes]:
-    """Yield each non-empty line of `stream` without its line ending, until EOF."""
+def next_line(stream: IO[bytes]) -> bytes | None:
+    """Return the next non-blank line of `stream`, its ending included; None at EOF."""
     while line := stream.readline():
-        line = line.rstrip(b"\r\n")
-        if line:
-            yield line
+        if line not in _BLANK:
+            return line if line.endswith(b"\n") else line + b"\n"
+    return None
+
+
+def read_lines(stream: IO[bytes]) -> Iterator[bytes]:
+    """Yield each non-blank line of `stream`, its ending included, until EOF."""
+    while (line := next_line(stream)) is not None:
+        yield line
+
+
+_BLANK: Final = frozenset({b"\n", b"\r\n"})
 
 
 def encode(message: dict[str, Any]) -> bytes:
@@ -41,7 +53,7 @@ class LineWriter:
         self.closed = False
 
     def write_line(self, line: bytes) -> bool:
-        """Write `line` (ending in a newline); return False once the peer is gone."""
+        """Write `line`, which ends in a newline; return False once the peer is gone."""
         with self._lock:
             if self.closed:
                 return False
@@ -65,4 +77,4 @@ class LineWriter:
                 self._stream.close()
 
 
-__all__ = ["LineWriter", "encode", "read_lines"]
+__all__ = ["LineWriter", "encode", "next_line", "read_lines"]

@@ -19,6 +19,7 @@ STRUCTURED_ROOM: Final = 1_000
 """What a result keeps free for a structured-content stub or pointer line."""
 MIN_RESULT_CHARS: Final = 4_000
 """The smallest `--limit`: room for the worst-case notice, the stub and a preview."""
+MAX_RESULT_CHARS: Final = 1_000_000_000
 
 
 def mcp_policy(result_chars: int = DEFAULT_RESULT_CHARS) -> SpillPolicy:
@@ -27,10 +28,10 @@ def mcp_policy(result_chars: int = DEFAULT_RESULT_CHARS) -> SpillPolicy:
     The text of a result may use all but STRUCTURED_ROOM of the bound; a read
     or grep answer uses the same budget, so its answer fits the same clients.
     """
-    if not MIN_RESULT_CHARS <= result_chars <= 10**9:
+    if not MIN_RESULT_CHARS <= result_chars <= MAX_RESULT_CHARS:
         msg = (
-            f"the MCP result limit must be from {MIN_RESULT_CHARS} to 1000000000 "
-            f"characters, not {result_chars}"
+            f"the MCP result limit must be from {MIN_RESULT_CHARS} to "
+            f"{MAX_RESULT_CHARS} characters, not {result_chars}"
         )
         raise SpillPolicyError(msg)
     text = ToolLimit(result_chars - STRUCTURED_ROOM, SizeUnit.CHARS)
@@ -38,4 +39,10 @@ def mcp_policy(result_chars: int = DEFAULT_RESULT_CHARS) -> SpillPolicy:
     return SpillPolicy(default_limit=text, tool_limits={}, exempt_tools=frozenset())
 
 
-__all__ = ["DEFAULT_RESULT_CHARS", "MIN_RESULT_CHARS", "STRUCTURED_ROOM", "mcp_policy"]
+__all__ = [
+    "DEFAULT_RESULT_CHARS",
+    "MAX_RESULT_CHARS",
+    "MIN_RESULT_CHARS",
+    "STRUCTURED_ROOM",
+    "mcp_policy",
+]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import itertools
 import json
 import logging
@@ -32,11 +33,12 @@ import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any, Final
+from typing import IO, TYPE_CHECKING, Any, Final, Literal
 
 from spillvault.adapters.mcp.artifact_tools import tool_specs
 from spillvault.adapters.mcp.catalog import ADDED_TOOLS, ToolCatalog, ToolClashError
-from spillvault.adapters.mcp.framing import LineWriter, read_lines
+from spillvault.adapters.mcp.framing import LineWriter, next_line
+from spillvault.adapters.mcp.memory import release_freed_memory
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -55,6 +57,18 @@ LISTING_WAIT_SECONDS: Final = 30.0
 """How long a call waits for the proxy's own `tools/list` before going on."""
 _GATED: Final = frozenset({"tools/call", "tasks/result", "resources/read"})
 _ANNOUNCING: Final = frozenset({"initialize", "server/discover"})
+_LIST_CHANGED: Final = "notifications/tools/list_changed"
+TRIM_FROM_BYTES: Final = 1 << 20
+"""Messages from this size on give their freed memory back to the system."""
+
+
+class _Relay(enum.Enum):
+    """What to send for a message: the very bytes that came."""
+
+    UNCHANGED = enum.auto()
+
+
+_UNCHANGED: Final = _Relay.UNCHANGED
 
 
 class UpstreamNotStartedError(OSError):
@@ -100,6 +114,7 @@ class McpProxy:
         self._catalog = ToolCatalog()
         self._own_requests: dict[Any, _OwnRequest] = {}
         self._own_ids = itertools.count(1)
+        self._task_tools: dict[Any, str | None] = {}
         self._lock = threading.Lock()
         self._gone: str | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -112,7 +127,7 @@ class McpProxy:
         reader = threading.Thread(target=self._relay_upstream, name="upstream")
         reader.start()
         try:
-            for line in read_lines(self._client_in):
+            while (line := next_line(self._client_in)) is not None:
                 self._from_client(line)
                 if self._client.closed:
                     break
@@ -180,6 +195,10 @@ class McpProxy:
         if isinstance(name, str) and not self._catalog.knows(name):
             # Its result may need a stub that the client's schema accepts.
             self._learn_tools(params.get("_meta"))
+        if method == "tasks/result":
+            # A task's result is its tool's: gated, and stubbed, as that tool's.
+            with self._lock:
+                name = self._task_tools.get(_key(params.get("taskId")))
         pending = _Pending(
             method,
             tool=name if isinstance(name, str) else None,
@@ -194,13 +213,19 @@ class McpProxy:
             if gone is None and request is not None:
                 self._pending[_key(request[0])] = request[1]
         if gone is None and self._upstream is not None:
-            if self._upstream.write_line(line + b"\n"):
-                return
-            gone = self._mark_gone("its stdin was closed")
-        if request is not None:
-            with self._lock:
-                self._pending.pop(_key(request[0]), None)
-            self._fail(request[0], request[1].method, gone)
+            if not self._upstream.write_line(line):
+                # This request was pending too: it is answered with the others.
+                self._mark_gone("its stdin was closed")
+            return
+        if request is None:
+            return
+        request_id, pending = request
+        if pending.method == "tools/list" and pending.first_page:
+            # The added tools still work: a client that lists again keeps them.
+            result = {"tools": tool_specs(with_list=False)}
+            self._client.send({"jsonrpc": "2.0", "id": request_id, "result": result})
+        else:
+            self._fail(request_id, pending.method, gone)
 
     def _learn_tools(self, meta: object) -> None:
         """List the upstream's tools ourselves: a client may call before listing.
@@ -283,38 +308,53 @@ class McpProxy:
         assert process is not None  # noqa: S101 - started before this thread
         assert process.stdout is not None  # noqa: S101 - PIPE given
         try:
-            for line in read_lines(process.stdout):
-                relayed = self._from_upstream(line)
+            while (line := next_line(process.stdout)) is not None:
+                # As text, the bytes go at once: a huge message is held once
+                # while it is parsed and gated, not as bytes, text and objects.
+                size = len(line)
+                text = line.decode("utf-8", "surrogateescape")
+                del line
+                relayed = self._from_upstream(text)
+                del text
                 if relayed is not None:
-                    self._client.write_line(relayed + b"\n")
+                    self._client.write_line(relayed)
+                del relayed
+                if size >= TRIM_FROM_BYTES:
+                    release_freed_memory()
         finally:
             status = process.wait()
             self._mark_gone(f"it exited with status {status}")
 
-    def _from_upstream(self, line: bytes) -> bytes | None:
+    def _from_upstream(self, text: str) -> bytes | None:
         """Return what the client gets for one upstream line (None: nothing)."""
-        message = _parsed(line)
-        if message is None:
-            return line
+        message = _parsed(text)
+        verdict = _UNCHANGED if message is None else self._verdict(message)
+        del message  # a huge original goes before its replacement is written
+        if verdict is _UNCHANGED:
+            return text.encode("utf-8", "surrogateescape")
+        return None if verdict is None else _line_of(verdict)
+
+    def _verdict(
+        self, message: dict[str, Any]
+    ) -> dict[str, Any] | Literal[_Relay.UNCHANGED] | None:
+        """Return the message to send instead, _UNCHANGED, or None to send nothing."""
         if "method" in message or "id" not in message:
-            if message.get("method") == "notifications/tools/list_changed":
+            if message.get("method") == _LIST_CHANGED:
                 self._catalog.forget()
-            return line
+            return _UNCHANGED
         with self._lock:
             own = self._own_requests.get(_key(message["id"]))
             pending = self._pending.pop(_key(message["id"]), None)
         if own is not None:
             own.response = message
             own.done.set()
-        if own is not None or (pending is not None and pending.cancelled):
             return None
         if pending is None:
-            return line
+            return _UNCHANGED
+        if pending.cancelled:
+            return None
         changed = self._changed_response(message, pending)
-        if changed is None:
-            return line
-        del line, message  # a huge result is held once, not three times
-        return json.dumps(changed, ensure_ascii=False, separators=(",", ":")).encode()
+        return _UNCHANGED if changed is None else changed
 
     def _changed_response(
         self, message: dict[str, Any], pending: _Pending
@@ -353,6 +393,12 @@ class McpProxy:
     ) -> dict[str, Any] | None:
         if pending.method == "resources/read":
             return self._gate.resource_result(result)
+        task = result.get("task")
+        if pending.method == "tools/call" and isinstance(task, dict):
+            # A task was made, not a result: remember whose its result will be.
+            with self._lock:
+                self._task_tools[_key(task.get("taskId"))] = pending.tool
+            return None
         tool = pending.tool or "tasks/result"
         return self._gate.tool_result(tool, result, self._catalog.rule_for(tool))
 
@@ -380,13 +426,22 @@ class McpProxy:
         self._client.send(_error_response(request_id, UPSTREAM_GONE, message))
 
 
-def _parsed(line: bytes) -> dict[str, Any] | None:
+def _parsed(line: bytes | str) -> dict[str, Any] | None:
     """Return the JSON-RPC object on a line, or None for anything else (batches too)."""
     try:
         message = json.loads(line)
     except ValueError:
         return None
     return message if isinstance(message, dict) else None
+
+
+def _line_of(message: dict[str, Any]) -> bytes:
+    """Return a message the proxy changed as one line.
+
+    ASCII escapes keep it valid UTF-8 even where the server's JSON held a
+    lone surrogate; the message is small, so the escapes cost little.
+    """
+    return json.dumps(message, separators=(",", ":")).encode() + b"\n"
 
 
 def _key(request_id: Any) -> tuple[str, Any]:

@@ -88,7 +88,8 @@ class ResultGate:
         handles: dict[str, str] = {}
         joined = _joined([content[i]["text"] for i in texts])
         if spill_text:
-            outcome = ext.process(joined, tool, is_error=result.get("isError") is True)
+            is_error = result.get("isError") is True
+            outcome = ext.process(_storable(joined), tool, is_error=is_error)
             if outcome.artifact is None:
                 return None
             handles["content"] = outcome.artifact.handle
@@ -116,7 +117,7 @@ class ResultGate:
         if sum(len(contents[i]["text"]) for i in texts) <= self._text_limit:
             return None
         joined = _joined([contents[i]["text"] for i in texts])
-        outcome = self._externalizer().process(joined, RESOURCE_TOOL)
+        outcome = self._externalizer().process(_storable(joined), RESOURCE_TOOL)
         if outcome.artifact is None:
             return None
         first = contents[texts[0]]
@@ -140,7 +141,7 @@ class ResultGate:
             return text_handle
         try:
             pretty = json.dumps(structured, ensure_ascii=False, indent=1)
-            return ext.externalize(pretty + "\n", tool).artifact.handle
+            return ext.externalize(_storable(pretty) + "\n", tool).artifact.handle
         except Exception as error:  # noqa: BLE001 - S1.2.5: keep the output
             logger.warning("spillvault: storing structured content failed: %s", error)
             return None
@@ -162,6 +163,21 @@ def _joined(texts: list[str]) -> str:
     """Join blocks as lines: a newline between two only where the first lacks one."""
     parts = [text if text.endswith("\n") else text + "\n" for text in texts[:-1]]
     return "".join([*parts, *texts[-1:]])
+
+
+def _storable(text: str) -> str:
+    """Return `text` as UTF-8 can hold it: a lone surrogate becomes U+FFFD.
+
+    JSON from JavaScript servers carries them (a string cut inside an emoji);
+    UTF-8 cannot, and a store that fails would pass the whole result on.
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text
 
 
 def _json(value: object) -> str:

@@ -5,6 +5,8 @@ Sybil parses the documents; each fenced block becomes one test here:
 - ```python blocks run in one namespace per document, in document order;
 - ```sh blocks run under `bash -euo pipefail` and must exit 0;
 - ```toml blocks must load as a `SpillPolicy`;
+- ```json blocks must parse as JSON (docs/mcp.md's client configurations;
+  tests/e2e/test_mcp_docs.py checks what they start);
 - `<!-- skip: next "reason" -->` before a block leaves it out (and says why);
 - `<!-- invisible-code-block: python -->` comments run without being shown.
 
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-RUN = {"python", "sh", "toml"}
+RUN = {"python", "sh", "toml", "json"}
 INERT = {"text", "mermaid"}
 SHELL_TIMEOUT = 300  # a hang guard; every block finishes in seconds
 FENCE = re.compile(r"^ *```(?P<language>[^\s`]*)", re.MULTILINE)
@@ -84,11 +86,17 @@ def _load_policy(example: Example) -> None:
     SpillPolicy.from_toml(str(example.parsed))
 
 
+def _load_json(example: Example) -> None:
+    """Check that a ```json block is JSON."""
+    json.loads(str(example.parsed))
+
+
 SYBIL = Sybil(
     parsers=[
         PythonCodeBlockParser(),
         CodeBlockParser(language="sh", evaluator=_run_shell),
         CodeBlockParser(language="toml", evaluator=_load_policy),
+        CodeBlockParser(language="json", evaluator=_load_json),
         SkipParser(),
     ],
 )

@@ -380,9 +380,11 @@ def test_an_upstream_crash_mid_call_is_a_clean_error_and_reads_go_on() -> None:
                         await client.call_tool("crash", {})
                     with pytest.raises(MCPError, match="is gone"):
                         await client.call_tool("big_text", {"lines": 1})
+                    listed = await client.list_tools()
                     page = await client.call_tool(
                         "read_artifact", {"handle": handle, "start_line": 19_999}
                     )
+                assert [tool.name for tool in listed.tools] == ADDED
                 assert text_of(page).splitlines()[1:] == [
                     "19999: row 19999: value=993",
                     "20000: row 20000: value=0",
@@ -467,3 +469,77 @@ def test_serve_over_stdio_reads_what_a_proxy_stored(files: Path) -> None:
             assert handle in text_of(listing)
 
     anyio.run(scenario)
+
+
+def _raw_exchange(command: list[str], requests: list[dict[str, Any]]) -> list[Any]:
+    """Send JSON-RPC requests one at a time; return each response's result."""
+    process = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=dict(os.environ)
+    )
+    assert process.stdin is not None
+    assert process.stdout is not None
+    hello = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    }
+    results = []
+    try:
+        for number, (method, params) in enumerate(
+            [("initialize", hello), *[(r["method"], r["params"]) for r in requests]]
+        ):
+            if number:  # `task` ids are only known once the call answered
+                params = json.loads(  # noqa: PLW2901
+                    json.dumps(params).replace(
+                        "$TASK", str(results[-1].get("task", {}).get("taskId"))
+                    )
+                )
+            request = {
+                "jsonrpc": "2.0",
+                "id": number,
+                "method": method,
+                "params": params,
+            }
+            process.stdin.write(json.dumps(request).encode() + b"\n")
+            process.stdin.flush()
+            if number == 0:
+                note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+                process.stdin.write(json.dumps(note).encode() + b"\n")
+                process.stdin.flush()
+            while True:
+                message = json.loads(process.stdout.readline())
+                if message.get("id") == number:
+                    results.append(message.get("result", message.get("error")))
+                    break
+    finally:
+        process.stdin.close()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # a server with a task still kept
+            process.terminate()
+            process.wait(timeout=30)
+    return results[1:]
+
+
+def test_a_task_augmented_call_and_its_result_cross_the_proxy() -> None:
+    """tools/call with a task, then tasks/result: the same answers as direct."""
+    requests = [
+        {
+            "method": "tools/call",
+            "params": {
+                "name": "simulate-research-query",
+                "arguments": {"topic": "gc"},
+                "task": {"ttl": 60_000},
+            },
+        },
+        {"method": "tasks/result", "params": {"taskId": "$TASK"}},
+    ]
+    upstream = everything_server()
+    want = _raw_exchange(upstream, requests)
+    spillvault = [str(SPILLVAULT), "mcp", "proxy", "--", *upstream]
+    got = _raw_exchange(spillvault, requests)
+    assert "task" in got[0]
+    assert got[1]["content"] == want[1]["content"]
+    assert got[1]["_meta"]["io.modelcontextprotocol/related-task"] == {
+        "taskId": got[0]["task"]["taskId"]
+    }

@@ -188,3 +188,20 @@ def test_a_failed_store_passes_the_result_untouched(tmp_path: Path) -> None:
             ResultGate(mcp_policy(LIMIT), lambda: ext).tool_result("t", result, None)
             is None
         )
+
+
+def test_a_lone_surrogate_is_stored_as_a_replacement_character(
+    session: Session,
+) -> None:
+    """JavaScript servers cut emoji in half; the result is still stored, not passed."""
+    text = _lines(1_000, "s") + "cut \ud83d here\n"
+    result = {
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": {"content": text, "extra": 1},
+    }
+    gated = _gate(session).tool_result("tool", result, StubRule(("content",)))
+    assert gated is not None
+    handles = gated["_meta"][META_KEY]
+    stored = session.externalizer.read_artifact_bytes(handles["content"], 0, 10**9)
+    assert stored.decode().endswith("cut \ufffd\ufffd\ufffd here\n")
+    assert handles["structuredContent"] != handles["content"]

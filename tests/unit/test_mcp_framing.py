@@ -24,7 +24,9 @@ def test_encoded_messages_read_back_one_per_line(
 ) -> None:
     """Any message encodes to one line; blank lines and CRLF endings are skipped."""
     wire = b"\n".join(encode(m).rstrip(b"\n") + ending for m in messages) + b"\n\n"
-    assert [json.loads(line) for line in read_lines(io.BytesIO(wire))] == messages
+    lines = list(read_lines(io.BytesIO(wire)))
+    assert [json.loads(line) for line in lines] == messages
+    assert all(line.endswith(b"\n") for line in lines)
 
 
 def test_a_line_of_many_megabytes_reads_whole() -> None:
@@ -39,7 +41,8 @@ def test_a_line_of_many_megabytes_reads_whole() -> None:
 
 def test_a_last_line_without_newline_still_counts() -> None:
     """EOF ends the last message as a newline would."""
-    assert list(read_lines(io.BytesIO(b'{"a":1}\n{"b":2}'))) == [b'{"a":1}', b'{"b":2}']
+    lines = list(read_lines(io.BytesIO(b'{"a":1}\r\n{"b":2}')))
+    assert lines == [b'{"a":1}\r\n', b'{"b":2}\n']
 
 
 def test_lines_from_many_threads_never_interleave() -> None:
