@@ -543,3 +543,40 @@ def test_a_task_augmented_call_and_its_result_cross_the_proxy() -> None:
     assert got[1]["_meta"]["io.modelcontextprotocol/related-task"] == {
         "taskId": got[0]["task"]["taskId"]
     }
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+def test_server_notifications_reach_the_client() -> None:
+    """list_changed and log messages the server sends arrive through the proxy."""
+    logged: list[types.LoggingMessageNotificationParams] = []
+    seen: list[str] = []
+    both = anyio.Event()
+
+    def check() -> None:
+        if logged and "notifications/tools/list_changed" in seen:
+            both.set()
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params)
+        check()
+
+    async def on_message(message: Any) -> None:
+        method = getattr(message, "method", None)
+        if isinstance(method, str):
+            seen.append(method)
+        check()
+
+    async def scenario() -> None:
+        params = proxied(everything_server())
+        async with connected(
+            params, logging_callback=on_log, message_handler=on_message
+        ) as client:
+            await client.set_logging_level("debug")
+            await client.call_tool("toggle-simulated-logging", {})
+            with anyio.fail_after(60):
+                await both.wait()
+            await client.call_tool("toggle-simulated-logging", {})
+
+    anyio.run(scenario)
+    assert "notifications/tools/list_changed" in seen
+    assert logged[0].level in {"debug", "info", "notice", "warning", "error"}
