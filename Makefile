@@ -88,6 +88,7 @@ bench: $(STAMP) $(NPM_STAMP)
 	$(BIN)/python bench/bench_gc.py
 	$(BIN)/python bench/bench_terminal_noise.py
 	$(BIN)/python bench/bench_mcp_proxy.py
+	$(BIN)/python bench/bench_hook_start.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis $(NPM_DIR)/node_modules

@@ -1,64 +1,129 @@
 """The pure core: aggregates, value objects, decisions and ports; no I/O."""
 
-from .artifact import Artifact, ArtifactContent
-from .constants import (
-    BASH_MAX_OUTPUT_LENGTH,
-    CHUNK_SIZE,
-    DEFAULT_ORPHAN_TTL_SECONDS,
-    HEAD_BYTES,
-    RETENTION_JOURNAL_NAME,
-    TAIL_BYTES,
-    TOOL_RESULT_THRESHOLD_KB,
-)
-from .enums import (
-    ArtifactCleanupReason,
-    ArtifactCleanupStatus,
-    ArtifactLeasePhase,
-    ArtifactReconciliationReason,
-    ArtifactReconciliationStatus,
-    ArtifactReferencePresence,
-    ArtifactState,
-)
-from .errors import (
-    ArtifactAccessError,
-    ArtifactIntegrityError,
-    ArtifactLeaseJournalError,
-    ArtifactMissingError,
-    ArtifactOwnerGenerationChanged,
-    ArtifactPublicationRejected,
-    ArtifactRetentionError,
-    ArtifactSessionNotFoundError,
-    ArtifactSessionReadOnlyError,
-    ArtifactStoreConflict,
-    IllegalTransition,
-    SpillPolicyError,
-)
-from .lease import Lease
-from .machines import ARTIFACT_MACHINE, LEASE_MACHINE, StateMachine
-from .ports import (
-    ArtifactReferenceFence,
-    ArtifactReferenceOwner,
-    ArtifactStore,
-    Clock,
-    FileSystem,
-)
-from .store_identity import StoreIdentity
-from .values import (
-    ArtifactCleanupPolicy,
-    ArtifactLeaseRecovery,
-    ArtifactLeaseState,
-    ArtifactLeaseTransaction,
-    ArtifactMemoryReference,
-    ArtifactReconciliationReport,
-    ArtifactReference,
-    ArtifactReferenceObservation,
-    ArtifactRetentionClaim,
-    ArtifactSource,
-    ArtifactSourceId,
-    artifact_filename,
-    artifact_number,
-    parse_artifact_source_id,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from .lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .artifact import Artifact, ArtifactContent
+    from .constants import (
+        BASH_MAX_OUTPUT_LENGTH,
+        CHUNK_SIZE,
+        DEFAULT_ORPHAN_TTL_SECONDS,
+        HEAD_BYTES,
+        RETENTION_JOURNAL_NAME,
+        TAIL_BYTES,
+        TOOL_RESULT_THRESHOLD_KB,
+    )
+    from .enums import (
+        ArtifactCleanupReason,
+        ArtifactCleanupStatus,
+        ArtifactLeasePhase,
+        ArtifactReconciliationReason,
+        ArtifactReconciliationStatus,
+        ArtifactReferencePresence,
+        ArtifactState,
+    )
+    from .errors import (
+        ArtifactAccessError,
+        ArtifactIntegrityError,
+        ArtifactLeaseJournalError,
+        ArtifactMissingError,
+        ArtifactOwnerGenerationChanged,
+        ArtifactPublicationRejected,
+        ArtifactRetentionError,
+        ArtifactSessionNotFoundError,
+        ArtifactSessionReadOnlyError,
+        ArtifactStoreConflict,
+        IllegalTransition,
+        SpillPolicyError,
+    )
+    from .lease import Lease
+    from .machines import ARTIFACT_MACHINE, LEASE_MACHINE, StateMachine
+    from .ports import (
+        ArtifactReferenceFence,
+        ArtifactReferenceOwner,
+        ArtifactStore,
+        Clock,
+        FileSystem,
+    )
+    from .store_identity import StoreIdentity
+    from .values import (
+        ArtifactCleanupPolicy,
+        ArtifactLeaseRecovery,
+        ArtifactLeaseState,
+        ArtifactLeaseTransaction,
+        ArtifactMemoryReference,
+        ArtifactReconciliationReport,
+        ArtifactReference,
+        ArtifactReferenceObservation,
+        ArtifactRetentionClaim,
+        ArtifactSource,
+        ArtifactSourceId,
+        artifact_filename,
+        artifact_number,
+        parse_artifact_source_id,
+    )
+
+# Imported on first use: a module of the domain (or a CLI command that needs one)
+# must not pay for the state machines and aggregates it does not touch.
+_HOMES: Final = {
+    "ARTIFACT_MACHINE": ".machines",
+    "Artifact": ".artifact",
+    "ArtifactAccessError": ".errors",
+    "ArtifactCleanupPolicy": ".values",
+    "ArtifactCleanupReason": ".enums",
+    "ArtifactCleanupStatus": ".enums",
+    "ArtifactContent": ".artifact",
+    "ArtifactIntegrityError": ".errors",
+    "ArtifactLeaseJournalError": ".errors",
+    "ArtifactLeasePhase": ".enums",
+    "ArtifactLeaseRecovery": ".values",
+    "ArtifactLeaseState": ".values",
+    "ArtifactLeaseTransaction": ".values",
+    "ArtifactMemoryReference": ".values",
+    "ArtifactMissingError": ".errors",
+    "ArtifactOwnerGenerationChanged": ".errors",
+    "ArtifactPublicationRejected": ".errors",
+    "ArtifactReconciliationReason": ".enums",
+    "ArtifactReconciliationReport": ".values",
+    "ArtifactReconciliationStatus": ".enums",
+    "ArtifactReference": ".values",
+    "ArtifactReferenceFence": ".ports",
+    "ArtifactReferenceObservation": ".values",
+    "ArtifactReferenceOwner": ".ports",
+    "ArtifactReferencePresence": ".enums",
+    "ArtifactRetentionClaim": ".values",
+    "ArtifactRetentionError": ".errors",
+    "ArtifactSessionNotFoundError": ".errors",
+    "ArtifactSessionReadOnlyError": ".errors",
+    "ArtifactSource": ".values",
+    "ArtifactSourceId": ".values",
+    "ArtifactState": ".enums",
+    "ArtifactStore": ".ports",
+    "ArtifactStoreConflict": ".errors",
+    "BASH_MAX_OUTPUT_LENGTH": ".constants",
+    "CHUNK_SIZE": ".constants",
+    "Clock": ".ports",
+    "DEFAULT_ORPHAN_TTL_SECONDS": ".constants",
+    "FileSystem": ".ports",
+    "HEAD_BYTES": ".constants",
+    "IllegalTransition": ".errors",
+    "LEASE_MACHINE": ".machines",
+    "Lease": ".lease",
+    "RETENTION_JOURNAL_NAME": ".constants",
+    "SpillPolicyError": ".errors",
+    "StateMachine": ".machines",
+    "StoreIdentity": ".store_identity",
+    "TAIL_BYTES": ".constants",
+    "TOOL_RESULT_THRESHOLD_KB": ".constants",
+    "artifact_filename": ".values",
+    "artifact_number": ".values",
+    "parse_artifact_source_id": ".values",
+}
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _HOMES)
 
 __all__ = [
     "ARTIFACT_MACHINE",

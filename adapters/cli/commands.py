@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shlex
 import signal
 import sys
@@ -20,7 +21,13 @@ from spillvault.adapters.cli.paging import (
     within_lines,
 )
 from spillvault.adapters.cli.policy_file import load_policy_file
-from spillvault.adapters.cli.run import CommandRun
+from spillvault.adapters.cli.run import (
+    EXIT_NOT_EXECUTABLE,
+    EXIT_NOT_FOUND,
+    EXIT_OWN_FAILURE,
+    CommandNotStartedError,
+    CommandRun,
+)
 from spillvault.adapters.cli.sessions import (
     open_for_reading,
     session_of_handle,
@@ -48,7 +55,6 @@ if TYPE_CHECKING:
     from spillvault.adapters.services.externalizer import GateOutcome
     from spillvault.adapters.session import ToolResultExternalizer
     from spillvault.domain.command import CommandFacts
-    from spillvault.domain.policy import SpillPolicy
 
 _READ_LIMITS = "read_artifact"
 """The policy's limits that bound what a read prints (as for the model's tool)."""
@@ -87,11 +93,17 @@ def run_command(args: argparse.Namespace) -> int:
     if not command:
         msg = "run needs a command after --"
         raise ValueError(msg)
-    policy: SpillPolicy | None = None
-    if args.policy:
-        policy = load_policy_file(args.policy)
     tee = sys.stderr.buffer if _tee_wanted(args) else None
-    with open_session(session_to_create(args), policy=policy) as session:
+    try:
+        policy = load_policy_file(args.policy) if args.policy else None
+        session = open_session(session_to_create(args), policy=policy)
+    except Exception as error:
+        if not args.fail_open:
+            raise
+        # A hook's rewrite must never cost the agent its command.
+        sys.stderr.write(f"spillvault: {error}; running the command as it is\n")
+        return _run_unwrapped(command)
+    with session:
         ext = session.externalizer
         limit = ext.policy.limit_for(args.tool)
         threshold = limit.limit * (1 if limit.unit == "bytes" else 4)
@@ -106,6 +118,22 @@ def run_command(args: argparse.Namespace) -> int:
     data["timed_out"] = run.timed_out
     _emit(args, str(outcome.content), data)
     return facts.exit_status
+
+
+def _run_unwrapped(command: list[str]) -> int:
+    """Become the command: its output and exit status are the caller's, untouched."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvp(command[0], command)  # noqa: S606 - the user's own command
+    except FileNotFoundError:
+        raise CommandNotStartedError(
+            command[0], EXIT_NOT_FOUND, "command not found"
+        ) from None
+    except OSError as error:
+        why = (error.strerror or str(error)).lower()
+        raise CommandNotStartedError(command[0], EXIT_NOT_EXECUTABLE, why) from None
+    return EXIT_OWN_FAILURE  # pragma: no cover - execvp returns only by raising
 
 
 def _tee_wanted(args: argparse.Namespace) -> bool:

@@ -16,6 +16,7 @@ from spillvault.adapters.cli.run import (
     EXIT_OWN_FAILURE,
     CommandNotStartedError,
 )
+from spillvault.adapters.hooks.registry import CLIENT_MODULES
 from spillvault.adapters.mcp.limits import (
     DEFAULT_RESULT_CHARS,
     MAX_RESULT_CHARS,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
 EXIT_USAGE = 2
+CLIENT_NAMES: Final = tuple(sorted(CLIENT_MODULES))
 EXIT_REFUSED = 3
 EXIT_FAILED = 4
 
@@ -147,6 +149,12 @@ def _add_artifact_commands(commands: Any) -> None:
         default=None,
         help="copy the output to stderr as it arrives (default: when stdout is a "
         "terminal)",
+    )
+    run.add_argument(
+        "--fail-open",
+        action="store_true",
+        help="if spillvault cannot open its session, run the command as it is "
+        "(what hooks use: a rewrite never costs the agent its command)",
     )
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARG...]")
     run.set_defaults(handler=_handler("run_command"), failure_status=EXIT_OWN_FAILURE)
@@ -367,6 +375,56 @@ def _add_mcp_commands(commands: Any) -> None:
     proxy.set_defaults(handler=_mcp_handler("proxy_command"))
 
 
+def _hook_handler(name: str) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        from spillvault.adapters.cli import hooks as cli_hooks  # noqa: PLC0415 - load only what the command needs
+
+        handler: Callable[[argparse.Namespace], int] = getattr(cli_hooks, name)
+        return handler(args)
+
+    return run
+
+
+def _add_hook_commands(commands: Any) -> None:
+    hook = commands.add_parser(
+        "hook", help="gate a coding agent's built-in tools through its own hooks"
+    )
+    hook_commands = hook.add_subparsers(dest="hook_command", required=True)
+    clients = ", ".join(CLIENT_NAMES)
+    for name, help_text, handler in (
+        ("install", "add spillvault's hooks to the client's configuration",
+         "install_command"),
+        ("uninstall", "take them out (restoring the backup when the file is untouched)",
+         "uninstall_command"),
+        ("doctor", "run a canary through the installed hook, as the client would",
+         "doctor_command"),
+    ):  # fmt: skip
+        sub = hook_commands.add_parser(name, help=help_text)
+        sub.add_argument("client", choices=CLIENT_NAMES, metavar="CLIENT", help=clients)
+        sub.add_argument(
+            "--scope",
+            choices=("user", "project"),
+            default="user",
+            help="the user's configuration, or the project's (user)",
+        )
+        sub.add_argument("--project", metavar="DIR", help="the project (default: .)")
+        if name != "doctor":
+            sub.add_argument(
+                "--dry-run", action="store_true", help="show the change, write nothing"
+            )
+        sub.set_defaults(handler=_hook_handler(handler))
+    status = hook_commands.add_parser("status", help="where the hooks are installed")
+    status.add_argument("client", nargs="?", choices=CLIENT_NAMES, metavar="CLIENT")
+    status.add_argument("--project", metavar="DIR", help="the project (default: .)")
+    status.set_defaults(handler=_hook_handler("status_command"))
+    run = hook_commands.add_parser(
+        "run", help="answer one hook event: the command the clients run (JSON on stdin)"
+    )
+    run.add_argument("client", choices=CLIENT_NAMES, metavar="CLIENT", help=clients)
+    run.add_argument("event", help="the client's event name, e.g. PreToolUse")
+    run.set_defaults(handler=_hook_handler("run_command"))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the parser with every subcommand."""
     parser = argparse.ArgumentParser(
@@ -397,6 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_lease_commands(commands)
     _add_gc_command(commands)
     _add_mcp_commands(commands)
+    _add_hook_commands(commands)
     return parser
 
 

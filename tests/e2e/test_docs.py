@@ -11,8 +11,10 @@ Sybil parses the documents; each fenced block becomes one test here:
 - `<!-- invisible-code-block: python -->` comments run without being shown.
 
 A document's blocks share a fresh working directory and run with `PATH`
-leading to this interpreter's `spillvault`. A block selected alone (`-k`)
-first runs the blocks before it in its document, so it sees what they made.
+leading to this interpreter's `spillvault`, and `HOME` inside that
+directory (no agent's configuration directory is taken from outside). A block
+selected alone (`-k`) first runs the blocks before it in its document, so it
+sees what they made.
 `anthropic.Anthropic` and `openai.OpenAI` are replaced by scripted clients
 that check every request against the SDKs' own types and answer with the
 SDKs' own response types, so an agent loop runs to its end offline. Fences
@@ -54,6 +56,13 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN = {"python", "sh", "toml", "json"}
 INERT = {"text", "mermaid"}
+MOVED_CONFIG_DIRS = (
+    "XDG_CONFIG_HOME",
+    "CODEX_HOME",
+    "PI_CODING_AGENT_DIR",
+    "GEMINI_CLI_HOME",
+    "CLAUDE_CONFIG_DIR",
+)
 SHELL_TIMEOUT = 300  # a hang guard; every block finishes in seconds
 FENCE = re.compile(r"^ *```(?P<language>[^\s`]*)", re.MULTILINE)
 
@@ -63,6 +72,11 @@ def _run_shell(example: Example) -> str | None:
     bin_dir = os.path.dirname(sys.executable)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     env.pop("SPILLVAULT_SESSION", None)
+    # A block may install hooks into an agent's settings: never the real ones.
+    env["HOME"] = os.path.join(os.getcwd(), "home")
+    for moved in MOVED_CONFIG_DIRS:
+        env.pop(moved, None)
+    os.makedirs(env["HOME"], exist_ok=True)
     done = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", example.parsed],
         cwd=os.getcwd(),
@@ -480,6 +494,8 @@ def test_every_rule_id_cited_in_the_code_is_in_the_contract() -> None:
     cited: dict[str, set[str]] = {}
     for folder in SOURCES:
         for path in sorted((ROOT / folder).rglob("*.py")):
+            if "node_modules" in path.parts:
+                continue  # the npm packages the tests run are not ours
             for rule in CITED.findall(path.read_text()):
                 cited.setdefault(rule, set()).add(str(path.relative_to(ROOT)))
     assert len(cited) > 50, "the citation pattern found too little"
