@@ -89,8 +89,14 @@ def status_command(args: argparse.Namespace) -> int:
                 text = path.read_text()
             except OSError:
                 text = None
-            state = "installed" if client.installed(text) else "not installed"
+            installed = client.installed(text)
+            state = "installed" if installed else "not installed"
             sys.stdout.write(f"{name:<12} {scope:<8} {state:<14} {path}\n")
+            if installed:
+                for ok, what in client.readiness(path, Path.home()):
+                    sys.stdout.write(
+                        f"{'':<12} {'':<8} {'ok' if ok else 'NOT READY':<14} {what}\n"
+                    )
     return 0
 
 

@@ -182,3 +182,19 @@ def test_a_reinstall_keeps_the_first_backup_so_uninstall_gives_the_original(
     assert "/old/spillvault" not in _settings(home).read_text()
     _run(home, "hook", "uninstall", "claude-code")
     assert _settings(home).read_text() == USER_SETTINGS
+
+
+def test_status_says_what_codex_still_needs_before_it_runs_the_hook(home: Path) -> None:
+    """Codex skips an untrusted hook silently: status says so, until it is trusted."""
+    _run(home, "hook", "install", "codex")
+    lines = _run(home, "hook", "status", "codex").stdout.splitlines()
+    assert lines[0].split()[:3] == ["codex", "user", "installed"]
+    assert "NOT READY" in lines[1]
+    assert "open /hooks and trust it" in lines[1]
+    hooks_json = home / ".codex" / "hooks.json"
+    (home / ".codex" / "config.toml").write_text(
+        f'[hooks.state."{hooks_json}:pre_tool_use:0:0"]\ntrusted_hash = "abc"\n'
+    )
+    trusted = _run(home, "hook", "status", "codex").stdout.splitlines()
+    assert trusted[1].split()[0] == "ok"
+    assert "the hook is trusted" in trusted[1]
