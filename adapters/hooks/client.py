@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 Scope = Literal["user", "project"]
+STORED: Final = "[tool result stored as "
+"""How every spillvault preview starts: one is never stored again."""
 HOOK_TIMEOUT_SECONDS: Final = 30
 """The timeout every installed hook declares: a wrapped command's hook is quick,
 an output hook stores at most one result; the clients' defaults are 60-600 s."""
@@ -149,6 +151,7 @@ def hook_command(spillvault: str, client: str, event: str) -> list[str]:
 
 __all__ = [
     "HOOK_TIMEOUT_SECONDS",
+    "STORED",
     "HookClient",
     "HookConfigError",
     "HookContext",

@@ -14,7 +14,7 @@ import shutil
 import sys
 from typing import IO, TYPE_CHECKING, Any, Final
 
-from spillvault.adapters.hooks.client import HookContext
+from spillvault.adapters.hooks.client import STORED, HookContext
 from spillvault.adapters.hooks.registry import client_named
 
 if TYPE_CHECKING:
@@ -93,6 +93,8 @@ def _gate(text: str, tool: str, session: str) -> str | None:
     """Return what the model should see of `text`; None when it is short enough."""
     if len(text) <= OUTPUT_LIMIT_CHARS - 1_000:
         return None  # the common case: no session, no import, nothing stored
+    if text.startswith(STORED):
+        return None  # a preview already (a wrapped command's): never stored twice
     from spillvault.adapters.hooks.outputs import gate_output  # noqa: PLC0415 - heavy, rare
 
     return gate_output(text, tool, session, OUTPUT_LIMIT_CHARS)

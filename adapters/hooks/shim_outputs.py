@@ -12,10 +12,11 @@ import os
 import stat
 from typing import TYPE_CHECKING, Any, Final
 
+from spillvault.adapters.hooks.client import STORED
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-STORED: Final = "[tool result stored as "
 """How a spillvault preview begins: one is never stored again."""
 RESTORED_MAX_CHARS: Final = 40_000
 """A spillvault preview the client cut is shown whole up to this length

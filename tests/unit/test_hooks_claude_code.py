@@ -268,3 +268,11 @@ def test_a_spillvault_read_in_bash_is_never_stored_again(tmp_path: Path) -> None
     payload = _post("Bash", {"stdout": "x" * 500, "stderr": "", "interrupted": False})
     payload["tool_input"] = {"command": "spillvault read claude-s1/1 --line 400"}
     assert _answer("PostToolUse", payload, _context(tmp_path, _gate)) == {}
+
+
+def test_a_preview_is_never_stored_again() -> None:
+    """A wrapped command's preview may pass the limit a little: it stays as it is."""
+    from spillvault.adapters.hooks.entry import _gate  # noqa: PLC0415
+
+    preview = "[tool result stored as claude-s1/1; tool: bash]\n" + "x" * 29_950
+    assert _gate(preview, "Bash", "claude-s1") is None
