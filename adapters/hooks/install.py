@@ -80,7 +80,8 @@ def apply(change: ConfigChange, state_dir: Path, *, installing: bool) -> None:
         return
     path = change.path
     first = not change.keeps_backup and not change.restores_backup
-    if change.before is not None and first:
+    # A file that goes is wholly ours (a plugin): nothing of the user's to keep.
+    if change.before is not None and change.after is not None and first:
         _write_atomically(_backup_path(path), change.before, PRIVATE)
     if change.after is None:
         path.unlink()
