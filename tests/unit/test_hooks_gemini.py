@@ -3,7 +3,7 @@
 The inputs are the shapes of `BeforeToolInput`/`AfterToolInput` in
 packages/core/src/hooks/types.ts (google-gemini/gemini-cli@5411f113,
 v0.56.0-nightly.20260822), as captured verbatim from @google/gemini-cli
-0.61.0 (/tmp/hooks-research/codex-gemini.md, G2). The output schema is
+0.61.0 by a hook that logged its stdin. The output schema is
 written from the same file's `HookOutput`, `BeforeToolOutput` and
 `AfterToolOutput` (with `tailToolCallRequest`, since 0.31.0).
 """
