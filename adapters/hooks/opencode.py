@@ -58,7 +58,6 @@ AFTER: Final = "tool.execute.after"
 MARKER: Final = "// spillvault-hook: opencode"
 FILE_NAME: Final = "spillvault.js"
 NO_OP: Final = "{}"
-"""The most of a full-output file read back; past it OpenCode's cut stays."""
 _SPILLVAULT_LINE: Final = re.compile(r"^const SPILLVAULT = (\".*\");$", re.MULTILINE)
 
 PLUGIN: Final = """\

@@ -62,7 +62,6 @@ AFTER: Final = "tool_result"
 MARKER: Final = "// spillvault-hook: pi"
 FILE_NAME: Final = "spillvault.ts"
 NO_OP: Final = "{}"
-"""The most of a full-output file read back; past it pi's cut stays."""
 _NAMED_FULL_OUTPUT: Final = re.compile(r"Full output: (/\S*/pi-bash-[0-9a-f]+\.log)\]")
 _STATUS: Final = re.compile(
     r"\n\n(Command (?:exited with code -?\d+|timed out after \d+ seconds|aborted))$"

@@ -22,6 +22,7 @@ RESTORED_MAX_CHARS: Final = 40_000
 """A spillvault preview the client cut is shown whole up to this length
 (`spillvault run` prints at most 30,000 characters)."""
 FULL_OUTPUT_MAX_BYTES: Final = 128 * 1024 * 1024
+"""The most of a full-output file read back; past it, the client's cut stays."""
 
 
 def answer_object(stdout: str) -> dict[str, Any] | None:
