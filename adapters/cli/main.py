@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import signal
 import sys
@@ -459,7 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911 - a status per way a command ends
     """Run the command line; return the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -477,6 +478,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         # Ctrl-C outside a wrapped command's lifetime: quiet, as a shell reports it.
         return 128 + signal.SIGINT
+    except BrokenPipeError:
+        # The reader left (`spillvault ls | head`): quiet, as `ls | head` is. The
+        # interpreter's own flush at exit must not fail on the closed pipe again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except (
         ArtifactAccessError,
         ArtifactIntegrityError,

@@ -198,3 +198,16 @@ def test_status_says_what_codex_still_needs_before_it_runs_the_hook(home: Path) 
     trusted = _run(home, "hook", "status", "codex").stdout.splitlines()
     assert trusted[1].split()[0] == "ok"
     assert "the hook is trusted" in trusted[1]
+
+
+def test_a_reader_that_leaves_early_gets_no_complaint(home: Path) -> None:
+    """`spillvault … | true`: quiet, as any Unix tool whose reader left."""
+    env = {**os.environ, "HOME": str(home)}
+    _run(home, "run", "--session", "pipe", "--", "seq", "1", "200000")
+    # `true` reads nothing and is gone long before spillvault writes.
+    for command in ("ls", "read pipe/1", "hook status"):
+        done = subprocess.run(
+            ["/bin/bash", "-c", f"'{SPILLVAULT}' {command} | true"],
+            capture_output=True, text=True, env=env, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.stderr == "", command
