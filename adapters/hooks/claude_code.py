@@ -21,7 +21,6 @@ Facts relied on (Claude Code docs, hooks page and CHANGELOG, to 2.1.240):
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
@@ -31,6 +30,7 @@ from spillvault.adapters.hooks.client import (
     HookClient,
     Scope,
     hook_command,
+    specific_output,
 )
 from spillvault.adapters.hooks.json_settings import (
     arranged,
@@ -38,6 +38,7 @@ from spillvault.adapters.hooks.json_settings import (
     group_commands,
     group_without_ours,
     load_settings,
+    matcher_group,
 )
 from spillvault.domain.shell_wrap import wrap_shell_command
 
@@ -115,12 +116,8 @@ class ClaudeCode(HookClient):
         return notes
 
     def _group(self, matcher: str, spillvault: str, event: str) -> dict[str, Any]:
-        handler = {
-            "type": "command",
-            "command": shlex.join(hook_command(spillvault, NAME, event)),
-            "timeout": HOOK_TIMEOUT_SECONDS,
-        }
-        return {"matcher": matcher, "hooks": [handler]}
+        command = hook_command(spillvault, NAME, event)
+        return matcher_group(matcher, command, HOOK_TIMEOUT_SECONDS)
 
     # answering events -----------------------------------------------------------
 
@@ -230,14 +227,14 @@ class ClaudeCode(HookClient):
 
     def rewritten(self, stdout: str) -> str | None:
         """Return `updatedInput.command` of a PreToolUse answer."""
-        output = _specific(stdout)
+        output = specific_output(stdout)
         updated = output.get("updatedInput") if output else None
         command = updated.get("command") if isinstance(updated, dict) else None
         return command if isinstance(command, str) else None
 
     def shown(self, stdout: str) -> str | None:
         """Return the Read content a PostToolUse answer shows instead."""
-        output = _specific(stdout)
+        output = specific_output(stdout)
         replaced = output.get("updatedToolOutput") if output else None
         file = replaced.get("file") if isinstance(replaced, dict) else None
         content = file.get("content") if isinstance(file, dict) else None
@@ -268,16 +265,6 @@ class ClaudeCode(HookClient):
         elif not isinstance(output.get("updatedToolOutput"), dict | list | str):
             problems.append("updatedToolOutput is missing")
         return problems
-
-
-def _specific(stdout: str) -> dict[str, Any] | None:
-    """Return an answer's `hookSpecificOutput`, or None."""
-    try:
-        data = json.loads(stdout)
-    except ValueError:
-        return None
-    output = data.get("hookSpecificOutput") if isinstance(data, dict) else None
-    return output if isinstance(output, dict) else None
 
 
 def _reads_spillvault(payload: Mapping[str, Any]) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -144,6 +145,21 @@ class HookClient:
         return f"{self.session_prefix}-{cleaned or 'shared'}"
 
 
+def json_object(text: str) -> dict[str, Any] | None:
+    """Return `text` as one JSON object (a hook's answer), or None."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def specific_output(text: str) -> dict[str, Any] | None:
+    """Return an answer's `hookSpecificOutput` object, or None."""
+    output = (json_object(text) or {}).get("hookSpecificOutput")
+    return output if isinstance(output, dict) else None
+
+
 def hook_command(spillvault: str, client: str, event: str) -> list[str]:
     """Return the command line a client runs for `event`."""
     return [spillvault, "hook", "run", client, event]
@@ -158,4 +174,6 @@ __all__ = [
     "Installation",
     "Scope",
     "hook_command",
+    "json_object",
+    "specific_output",
 ]

@@ -42,7 +42,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
@@ -52,6 +51,7 @@ from spillvault.adapters.hooks.client import (
     HookConfigError,
     Scope,
     hook_command,
+    specific_output,
 )
 from spillvault.adapters.hooks.json_settings import (
     arranged,
@@ -59,6 +59,7 @@ from spillvault.adapters.hooks.json_settings import (
     group_without_ours,
     is_ours,
     load_settings,
+    matcher_group,
 )
 from spillvault.domain.shell_wrap import wrap_shell_command
 
@@ -191,12 +192,8 @@ class Codex(HookClient):
         return notes
 
     def _group(self, spillvault: str) -> dict[str, Any]:
-        handler = {
-            "type": "command",
-            "command": shlex.join(hook_command(spillvault, NAME, EVENT)),
-            "timeout": HOOK_TIMEOUT_SECONDS,
-        }
-        return {"matcher": MATCHER, "hooks": [handler]}
+        command = hook_command(spillvault, NAME, EVENT)
+        return matcher_group(MATCHER, command, HOOK_TIMEOUT_SECONDS)
 
     # answering events -----------------------------------------------------------
 
@@ -267,7 +264,7 @@ class Codex(HookClient):
 
     def rewritten(self, stdout: str) -> str | None:
         """Return `updatedInput.command` of a PreToolUse answer."""
-        output = _specific(stdout)
+        output = specific_output(stdout)
         updated = output.get("updatedInput") if output else None
         command = updated.get("command") if isinstance(updated, dict) else None
         return command if isinstance(command, str) else None
@@ -444,16 +441,6 @@ def _handlers(data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
             listed = handlers if isinstance(handlers, list) else []
             found.extend((event, h) for h in listed if isinstance(h, dict))
     return found
-
-
-def _specific(stdout: str) -> dict[str, Any] | None:
-    """Return an answer's `hookSpecificOutput`, or None."""
-    try:
-        data = json.loads(stdout)
-    except ValueError:
-        return None
-    output = data.get("hookSpecificOutput") if isinstance(data, dict) else None
-    return output if isinstance(output, dict) else None
 
 
 def _version_tuple(version: str | None) -> tuple[int, ...] | None:

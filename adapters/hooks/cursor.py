@@ -43,6 +43,7 @@ from spillvault.adapters.hooks.client import (
     HookConfigError,
     Scope,
     hook_command,
+    json_object,
 )
 from spillvault.adapters.hooks.json_settings import (
     arranged,
@@ -251,14 +252,14 @@ class Cursor(HookClient):
 
     def rewritten(self, stdout: str) -> str | None:
         """Return `updated_input.command` of a preToolUse answer."""
-        data = _object(stdout)
+        data = json_object(stdout)
         updated = data.get("updated_input") if data else None
         command = updated.get("command") if isinstance(updated, dict) else None
         return command if isinstance(command, str) else None
 
     def shown(self, stdout: str) -> str | None:
         """Return the text a postToolUse answer shows the model instead."""
-        data = _object(stdout)
+        data = json_object(stdout)
         replaced = data.get("updated_mcp_tool_output") if data else None
         if isinstance(replaced, str):
             return replaced
@@ -268,7 +269,7 @@ class Cursor(HookClient):
 
     def check(self, event: str, stdout: str) -> list[str]:
         """Name what makes `stdout` an answer Cursor would block or not apply."""
-        data = _object(stdout)
+        data = json_object(stdout)
         if data is None:
             return ["stdout is not one JSON object: Cursor blocks the tool"]
         known = BEFORE_FIELDS if event == BEFORE else AFTER_FIELDS
@@ -324,15 +325,6 @@ def _mcp_blocks(output: object) -> list[dict[str, Any]] | None:
     ):
         return None
     return output
-
-
-def _object(stdout: str) -> dict[str, Any] | None:
-    """Return stdout as one JSON object, or None."""
-    try:
-        data = json.loads(stdout)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _build_date(version: str | None) -> tuple[int, int, int] | None:

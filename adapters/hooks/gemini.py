@@ -42,6 +42,7 @@ from spillvault.adapters.hooks.client import (
     HookClient,
     Scope,
     hook_command,
+    specific_output,
 )
 from spillvault.adapters.hooks.gemini_rules import (
     json_file,
@@ -55,6 +56,7 @@ from spillvault.adapters.hooks.json_settings import (
     group_commands,
     group_without_ours,
     load_settings,
+    matcher_group,
 )
 from spillvault.domain.shell_wrap import wrap_shell_command
 
@@ -168,13 +170,10 @@ class Gemini(HookClient):
         return [*early, *notes]
 
     def _group(self, matcher: str, spillvault: str, event: str) -> dict[str, Any]:
-        handler = {
-            "name": "spillvault",
-            "type": "command",
-            "command": shlex.join(hook_command(spillvault, NAME, event)),
-            "timeout": HOOK_TIMEOUT_SECONDS * 1000,
-        }
-        return {"matcher": matcher, "hooks": [handler]}
+        command = hook_command(spillvault, NAME, event)
+        # Gemini's hook timeouts are milliseconds.
+        timeout = HOOK_TIMEOUT_SECONDS * 1000
+        return matcher_group(matcher, command, timeout, name="spillvault")
 
     # answering events -----------------------------------------------------------
 
@@ -275,14 +274,14 @@ class Gemini(HookClient):
 
     def rewritten(self, stdout: str) -> str | None:
         """Return `tool_input.command` of a BeforeTool answer."""
-        output = _specific(stdout)
+        output = specific_output(stdout)
         updated = output.get("tool_input") if output else None
         command = updated.get("command") if isinstance(updated, dict) else None
         return command if isinstance(command, str) else None
 
     def shown(self, stdout: str) -> str | None:
         """Return what the tail call of an AfterTool answer reads to the model."""
-        output = _specific(stdout)
+        output = specific_output(stdout)
         request = output.get("tailToolCallRequest") if output else None
         if not isinstance(request, dict) or request.get("name") != TAIL_TOOL:
             return None
@@ -318,16 +317,6 @@ class Gemini(HookClient):
         if output.get("hookEventName", event) != event:
             problems.append(f"hookSpecificOutput.hookEventName is not {event!r}")
         return problems + _specific_problems(event, output)
-
-
-def _specific(stdout: str) -> dict[str, Any] | None:
-    """Return an answer's `hookSpecificOutput`, or None."""
-    try:
-        data = json.loads(stdout)
-    except ValueError:
-        return None
-    output = data.get("hookSpecificOutput") if isinstance(data, dict) else None
-    return output if isinstance(output, dict) else None
 
 
 def _specific_problems(event: str, output: dict[str, Any]) -> list[str]:

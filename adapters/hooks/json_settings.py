@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from spillvault.adapters.hooks.client import HookConfigError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
 
 def load_settings(text: str | None, what: str) -> dict[str, Any]:
@@ -58,6 +58,14 @@ def is_ours(command: object, client: str) -> bool:
         ]:
             return True
     return False
+
+
+def matcher_group(
+    matcher: str, command: Sequence[str], timeout: int, **extra: object
+) -> dict[str, Any]:
+    """Return a matcher group running `command` (Claude Code, Codex, Gemini CLI)."""
+    handler = {**extra, "type": "command", "command": shlex.join(command)}
+    return {"matcher": matcher, "hooks": [{**handler, "timeout": timeout}]}
 
 
 def group_commands(data: dict[str, Any], client: str) -> dict[str, str]:
@@ -147,4 +155,5 @@ __all__ = [
     "group_without_ours",
     "is_ours",
     "load_settings",
+    "matcher_group",
 ]

@@ -40,9 +40,9 @@ from spillvault.adapters.hooks.client import (
     HookConfigError,
     Scope,
     hook_command,
+    json_object,
 )
 from spillvault.adapters.hooks.shim_outputs import (
-    answer_object,
     full_output,
     shown_instead,
     text_of,
@@ -280,7 +280,7 @@ class OpenCode(HookClient):
 
     def shown(self, stdout: str) -> str | None:
         """Return the text an answer shows: `output`, or its content's text."""
-        answer = answer_object(stdout)
+        answer = json_object(stdout)
         if answer is None:
             return None
         if isinstance(answer.get("output"), str):
@@ -289,7 +289,7 @@ class OpenCode(HookClient):
 
     def check(self, event: str, stdout: str) -> list[str]:
         """Name what makes `stdout` an answer the plugin would not apply."""
-        answer = answer_object(stdout)
+        answer = json_object(stdout)
         if answer is None:
             return [
                 "stdout is not a JSON object: the plugin leaves the output as it was"

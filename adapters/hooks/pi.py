@@ -42,9 +42,9 @@ from spillvault.adapters.hooks.client import (
     HookConfigError,
     Scope,
     hook_command,
+    json_object,
 )
 from spillvault.adapters.hooks.shim_outputs import (
-    answer_object,
     full_output,
     shown_instead,
     text_of,
@@ -312,18 +312,18 @@ class Pi(HookClient):
 
     def rewritten(self, stdout: str) -> str | None:
         """Return the `command` of a tool_call answer."""
-        answer = answer_object(stdout)
+        answer = json_object(stdout)
         command = answer.get("command") if answer else None
         return command if isinstance(command, str) else None
 
     def shown(self, stdout: str) -> str | None:
         """Return the text of a tool_result answer's content."""
-        answer = answer_object(stdout)
+        answer = json_object(stdout)
         return text_of(answer.get("content")) if answer else None
 
     def check(self, event: str, stdout: str) -> list[str]:
         """Name what makes `stdout` an answer the extension would not apply."""
-        answer = answer_object(stdout)
+        answer = json_object(stdout)
         if answer is None:
             return ["stdout is not a JSON object: the extension leaves the call as is"]
         if event == BEFORE:

@@ -7,10 +7,9 @@ and decide what the model sees instead.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from spillvault.adapters.hooks.client import STORED
 
@@ -23,15 +22,6 @@ RESTORED_MAX_CHARS: Final = 40_000
 (`spillvault run` prints at most 30,000 characters)."""
 FULL_OUTPUT_MAX_BYTES: Final = 128 * 1024 * 1024
 """The most of a full-output file read back; past it, the client's cut stays."""
-
-
-def answer_object(stdout: str) -> dict[str, Any] | None:
-    """Return an answer's JSON object, or None."""
-    try:
-        data = json.loads(stdout)
-    except ValueError:
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def text_of(blocks: object) -> str | None:
@@ -91,7 +81,6 @@ __all__ = [
     "FULL_OUTPUT_MAX_BYTES",
     "RESTORED_MAX_CHARS",
     "STORED",
-    "answer_object",
     "full_output",
     "shown_instead",
     "text_of",
