@@ -9,7 +9,6 @@ import re
 import signal
 import sys
 from datetime import timedelta
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Final
 
 from spillvault.adapters.cli.run import (
@@ -96,10 +95,21 @@ def parse_duration(text: str) -> timedelta:
 
 def package_version() -> str:
     """Return the installed spillvault's version."""
+    # Read only when asked: importlib.metadata costs every command ~20 ms to load.
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
     try:
         return version("spillvault")
     except PackageNotFoundError:  # pragma: no cover - running from an unusual layout
         return "0+unknown"
+
+
+class _VersionAction(argparse.Action):
+    """`--version`: the installed version, looked up only when asked for."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> None:
+        sys.stdout.write(f"{parser.prog} {package_version()}\n")
+        parser.exit()
 
 
 def _run_demo(args: argparse.Namespace) -> int:
@@ -436,7 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument(
-        "--version", action="version", version=f"%(prog)s {package_version()}"
+        "--version", action=_VersionAction, nargs=0, help="show the version and exit"
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = commands.add_parser(

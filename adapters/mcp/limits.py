@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from spillvault.domain.enums import SizeUnit
 from spillvault.domain.errors import SpillPolicyError
-from spillvault.domain.policy import SpillPolicy, ToolLimit
+
+if TYPE_CHECKING:
+    from spillvault.domain.policy import SpillPolicy
 
 DEFAULT_RESULT_CHARS: Final = 30_000
 """A whole tool result, notice and structured stub included, in characters.
@@ -34,6 +35,11 @@ def mcp_policy(result_chars: int = DEFAULT_RESULT_CHARS) -> SpillPolicy:
             f"{MAX_RESULT_CHARS} characters, not {result_chars}"
         )
         raise SpillPolicyError(msg)
+    # The command line reads the bounds above at every start; the policy module
+    # (and its key-line engine) loads only when a policy is built.
+    from spillvault.domain.enums import SizeUnit  # noqa: PLC0415
+    from spillvault.domain.policy import SpillPolicy, ToolLimit  # noqa: PLC0415
+
     text = ToolLimit(result_chars - STRUCTURED_ROOM, SizeUnit.CHARS)
     # No upstream tool is exempt: a server's `read_file` is no spillvault read.
     return SpillPolicy(default_limit=text, tool_limits={}, exempt_tools=frozenset())
