@@ -229,9 +229,28 @@ class _AsciiBlock:
         return numbered
 
 
+def _scanned_bytes_only(block: str) -> str:
+    """Cut each line with terminal controls to the bytes a scanner keeps of it.
+
+    The scanner judges a line by its first `KEY_LINE_SCAN_BYTES` bytes, so a
+    carriage return past them cannot overwrite what it sees; a line judged
+    whole must not see that overwrite either. A line without controls shows
+    its first characters whatever comes after, so only these lines are cut.
+    """
+    if "\r" not in block and "\x1b" not in block:
+        return block
+    lines = block.split("\n")
+    for index, line in enumerate(lines):
+        if len(line) > KEY_LINE_SCAN_CHARS and ("\r" in line or "\x1b" in line):
+            head = line.encode("utf-8", "surrogatepass")[:KEY_LINE_SCAN_BYTES]
+            lines[index] = head.decode("utf-8", "replace")
+    return "\n".join(lines)
+
+
 def _key_lines_in(block: str, policy: SpillPolicy) -> Iterator[KeyLine]:
     """Yield (0-based index, scanned text) of the key lines among block's lines."""
-    block = clean_terminal(block)  # keeps every newline: indices stay
+    # Both keep every newline: line indices stay.
+    block = clean_terminal(_scanned_bytes_only(block))
     screen = policy.key_line_screen
     if screen is None:
         for index, line in enumerate(block.split("\n")):
