@@ -12,7 +12,7 @@ NPM_STAMP := $(NPM_DIR)/node_modules/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,postgres,dev,mcp]'
+	$(BIN)/python -m pip install --quiet -e '.[test,postgres,dev,mcp,s3]'
 	touch $(STAMP)
 
 $(NPM_STAMP): $(NPM_DIR)/package-lock.json | system-deps

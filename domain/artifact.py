@@ -63,6 +63,43 @@ class ArtifactContent:
         }
 
 
+@dataclass(frozen=True)
+class StoredObject:
+    """What an object store said of an artifact's object when it was written.
+
+    `etag` and `checksum_sha256` are the server's own strings (a multipart
+    object's checksum is the SHA-256 of its parts' digests, suffixed `-N`):
+    GC compares them on a HEAD before it deletes (S6.2).
+    """
+
+    etag: str
+    checksum_sha256: str
+    parts: int
+
+    def __post_init__(self) -> None:
+        """Reject facts no object store reports."""
+        if not self.etag or not self.checksum_sha256 or self.parts < 1:
+            msg = f"incomplete object facts: {self!r}"
+            raise ArtifactIntegrityError(msg)
+
+    def to_payload(self) -> dict[str, Any]:
+        """Return the event field (primitives only)."""
+        return {
+            "etag": self.etag,
+            "checksum_sha256": self.checksum_sha256,
+            "parts": self.parts,
+        }
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> StoredObject:
+        """Rebuild the facts from an event field."""
+        return cls(
+            etag=str(payload["etag"]),
+            checksum_sha256=str(payload["checksum_sha256"]),
+            parts=int(payload["parts"]),
+        )
+
+
 class Artifact(BaseAggregate[UUID]):
     """One stored tool result; its id derives from its (never reused) filename."""
 
@@ -81,6 +118,7 @@ class Artifact(BaseAggregate[UUID]):
         quarantine_intent: str | None
         ended_at: str | None
         command: dict[str, Any] | None
+        stored_object: dict[str, Any] | None
 
     class Event(AggregateEvent):
         """Base of the artifact's own events."""
@@ -101,6 +139,8 @@ class Artifact(BaseAggregate[UUID]):
         content: dict[str, Any]
         # Defaulted: events recorded before commands were kept load without it.
         command: dict[str, Any] | None = None
+        # Defaulted: only an object store records its object's facts.
+        stored_object: dict[str, Any] | None = None
 
         def apply(self, aggregate: Any) -> None:
             """Assign a sealed artifact."""
@@ -111,6 +151,7 @@ class Artifact(BaseAggregate[UUID]):
             aggregate.summary = self.summary
             aggregate.content = dict(self.content)
             aggregate.command = None if self.command is None else dict(self.command)
+            aggregate.stored_object = _copy(self.stored_object)
 
     class StreamOpened(AggregateCreated):
         """A streaming artifact was created under its final name (S2.4)."""
@@ -136,11 +177,14 @@ class Artifact(BaseAggregate[UUID]):
         filename: str
         adopted_at: str
         content: dict[str, Any]
+        # Defaulted: only an object store records its object's facts.
+        stored_object: dict[str, Any] | None = None
 
         def apply(self, aggregate: Any) -> None:
             """Assign an orphan artifact."""
             aggregate.begin(self.filename, self.STATE, self.adopted_at)
             aggregate.content = dict(self.content)
+            aggregate.stored_object = _copy(self.stored_object)
 
     class Sealed(Event):
         """A stream finished (`sealed`) or stopped early (`partial`)."""
@@ -152,6 +196,8 @@ class Artifact(BaseAggregate[UUID]):
         sealed_at: str
         # Defaulted: events recorded before commands were kept load without it.
         command: dict[str, Any] | None = None
+        # Defaulted: only an object store records its object's facts.
+        stored_object: dict[str, Any] | None = None
 
         def apply(self, aggregate: Any) -> None:
             """Assign the sealed content."""
@@ -159,6 +205,7 @@ class Artifact(BaseAggregate[UUID]):
             aggregate.summary = self.summary
             aggregate.content = dict(self.content)
             aggregate.command = None if self.command is None else dict(self.command)
+            aggregate.stored_object = _copy(self.stored_object)
 
     class Quarantined(Event):
         """GC moved the file aside under an intent, remembering the prior state."""
@@ -229,6 +276,7 @@ class Artifact(BaseAggregate[UUID]):
         captured_at: datetime,
         summary: str,
         command: CommandFacts | None = None,
+        stored_object: StoredObject | None = None,
     ) -> Artifact:
         """Record a whole output stored under `filename` (a command's, if given)."""
         return cls._begin_with(
@@ -242,6 +290,7 @@ class Artifact(BaseAggregate[UUID]):
             summary=summary,
             content=content.to_payload(),
             command=None if command is None else command.to_payload(),
+            stored_object=_payload(stored_object),
         )
 
     @classmethod
@@ -265,15 +314,21 @@ class Artifact(BaseAggregate[UUID]):
 
     @classmethod
     def adopt(
-        cls, filename: str, content: ArtifactContent, *, adopted_at: datetime
+        cls,
+        filename: str,
+        content: ArtifactContent,
+        *,
+        adopted_at: datetime,
+        stored_object: StoredObject | None = None,
     ) -> Artifact:
-        """Record a file found with no event, as an orphan."""
+        """Record a file (or object) found with no event, as an orphan."""
         return cls._begin_with(
             cls.Adopted,
             cls.Adopted.STATE,
             filename,
             adopted_at=format_timestamp(adopted_at),
             content=content.to_payload(),
+            stored_object=_payload(stored_object),
         )
 
     @classmethod
@@ -299,9 +354,10 @@ class Artifact(BaseAggregate[UUID]):
         summary: str,
         sealed_at: datetime,
         command: CommandFacts | None = None,
+        stored_object: StoredObject | None = None,
     ) -> None:
         """Record a stream that finished whole (a command's, if given)."""
-        self._seal("seal", content, summary, sealed_at, command)
+        self._seal("seal", content, summary, sealed_at, command, stored_object)
 
     def seal_partial(
         self,
@@ -310,17 +366,19 @@ class Artifact(BaseAggregate[UUID]):
         summary: str,
         sealed_at: datetime,
         command: CommandFacts | None = None,
+        stored_object: StoredObject | None = None,
     ) -> None:
         """Record a stream that stopped early; its bytes are kept as `partial`."""
-        self._seal("seal_partial", content, summary, sealed_at, command)
+        self._seal("seal_partial", content, summary, sealed_at, command, stored_object)
 
-    def _seal(
+    def _seal(  # noqa: PLR0913, PLR0917 - the fields of one Sealed event
         self,
         trigger: str,
         content: ArtifactContent,
         summary: str,
         at: datetime,
         command: CommandFacts | None,
+        stored_object: StoredObject | None,
     ) -> None:
         dest = ARTIFACT_MACHINE.decide(self.state, trigger)
         self.trigger_event(
@@ -330,6 +388,7 @@ class Artifact(BaseAggregate[UUID]):
             content=content.to_payload(),
             sealed_at=format_timestamp(at),
             command=None if command is None else command.to_payload(),
+            stored_object=_payload(stored_object),
         )
 
     def quarantine(self, intent_id: str, *, quarantined_at: datetime) -> None:
@@ -373,6 +432,7 @@ class Artifact(BaseAggregate[UUID]):
         self.quarantine_intent = None
         self.ended_at = None
         self.command = None
+        self.stored_object = None
 
     @property
     def artifact_state(self) -> ArtifactState:
@@ -405,6 +465,13 @@ class Artifact(BaseAggregate[UUID]):
         """Return what the command that produced the output did, when one did."""
         return None if self.command is None else CommandFacts.from_payload(self.command)
 
+    @property
+    def object_facts(self) -> StoredObject | None:
+        """Return what the object store said of the object, when one holds it."""
+        if self.stored_object is None:
+            return None
+        return StoredObject.from_payload(self.stored_object)
+
     def source_id(self, session_id: str) -> str | None:
         """Return the source id in `session_id`, once the digest is known (S2.3)."""
         content = self.stored_content
@@ -415,6 +482,14 @@ class Artifact(BaseAggregate[UUID]):
                 session_id, self.filename, content.content_sha256
             )
         )
+
+
+def _payload(stored_object: StoredObject | None) -> dict[str, Any] | None:
+    return None if stored_object is None else stored_object.to_payload()
+
+
+def _copy(payload: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return None if payload is None else dict(payload)
 
 
 _CREATIONS = (Artifact.Stored, Artifact.StreamOpened, Artifact.Adopted)

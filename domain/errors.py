@@ -23,6 +23,14 @@ class ArtifactRetentionError(ValueError):
     """Invalid claim, source id, timestamp or observation; plan misuse (S4.2, S6.4)."""
 
 
+class ObjectStoreError(OSError):
+    """An object store refused, failed or did not answer in time (no half writes)."""
+
+
+class ObjectStoreConfigError(ValueError):
+    """An unusable object-store address or setting (`--artifacts`, AWS variables)."""
+
+
 class ArtifactLeaseJournalError(RuntimeError):
     """Journal or store damaged or mismatched; illegal transition; reused id."""
 

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from datetime import datetime
     from types import TracebackType
 
-    from .artifact import Artifact
+    from .artifact import Artifact, ArtifactContent
     from .command import CommandFacts
     from .values import (
         ArtifactLeaseTransaction,
@@ -143,6 +143,23 @@ class KeyLineScanner(Protocol):
         ...
 
 
+class ArtifactBlob(Protocol):
+    """One stored artifact opened for reading: its size, and bytes at any offset."""
+
+    @property
+    def size(self) -> int:
+        """How many bytes the artifact holds, as the backend found it at open."""
+        ...
+
+    def read_at(self, offset: int, size: int) -> bytes:
+        """Return at most `size` bytes from `offset` (fewer only at the end)."""
+        ...
+
+    def close(self) -> None:
+        """Release what reading held (idempotent)."""
+        ...
+
+
 class ArtifactReadPort(Protocol):
     """What reading an artifact needs of its store: resolve a handle, open it."""
 
@@ -150,8 +167,17 @@ class ArtifactReadPort(Protocol):
         """Return the filename a handle of this backend names; raise for others."""
         ...
 
-    def open_for_read(self, handle: str) -> int:
-        """Open an artifact of this backend for reading (A4); return the fd."""
+    def open_for_read(self, handle: str) -> ArtifactBlob:
+        """Open an artifact of this backend for reading (A4)."""
+        ...
+
+    def confirm(self, filename: str, content: ArtifactContent) -> None:
+        """Demand the stored bytes are `content`; raise when missing or changed.
+
+        `FileNotFoundError` when they are gone, `ArtifactIntegrityError` when
+        they differ. How a backend checks is its own: the local store hashes
+        the file, an object store compares the checksum the server verified.
+        """
         ...
 
 

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from support.pg_fixture import postgres_dsn  # noqa: F401 - a session-wide fixture
+from support.seaweedfs import s3_server  # noqa: F401 - a session-wide fixture
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -47,7 +47,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from typing import TYPE_CHECKING, Self
 
-from spillvault.adapters.storage.fs import check_private
 from spillvault.domain.bounds import number_problem
 from spillvault.domain.constants import CHUNK_SIZE
 from spillvault.domain.errors import ArtifactAccessError, ArtifactIntegrityError
@@ -61,7 +60,7 @@ if TYPE_CHECKING:
 
     from spillvault.adapters.storage.handles import SessionHandles
     from spillvault.domain.artifact import ArtifactContent
-    from spillvault.domain.ports import ArtifactReadPort, FileSystem
+    from spillvault.domain.ports import ArtifactBlob, ArtifactReadPort
 
 DEFAULT_REGEX_TIMEOUT = 5.0
 PREFETCH_DEPTH = 2
@@ -121,7 +120,6 @@ class ArtifactReader:
         _check_regex_timeout(regex_timeout)
         self._session = session
         self._store = store
-        self._fs: FileSystem = session.fs
         self.regex_timeout = regex_timeout
 
     # public API -------------------------------------------------------------
@@ -243,22 +241,20 @@ class ArtifactReader:
         if reference is not None:
             _check_reference(filename, reference, content)
         try:
-            fd = self._store.open_for_read(filename)
+            blob = self._store.open_for_read(filename)
         except FileNotFoundError:
-            msg = f"{filename} is missing from the session directory"
+            msg = f"{filename} is missing from the session's artifacts"
             raise ArtifactIntegrityError(msg) from None
         try:
-            check_private(self._fs, fd, filename, directory=False)
-            size = self._fs.fstat(fd).st_size
-            if content is not None and size != content.size_bytes:
+            if content is not None and blob.size != content.size_bytes:
                 msg = (
-                    f"size mismatch: {filename} has {size} bytes, "
+                    f"size mismatch: {filename} has {blob.size} bytes, "
                     f"{content.size_bytes} recorded"
                 )
                 raise ArtifactIntegrityError(msg)
-            return _Chunks(self._fs, fd, filename, size, content, prefetch=prefetch)
+            return _Chunks(blob, filename, content, prefetch=prefetch)
         except BaseException:
-            self._fs.close(fd)
+            blob.close()
             raise
 
 
@@ -320,20 +316,17 @@ class _Chunks:
     A few chunks stay in memory for the length of the call, never longer.
     """
 
-    def __init__(  # noqa: PLR0913 - the facts of one open file
+    def __init__(
         self,
-        fs: FileSystem,
-        fd: int,
+        blob: ArtifactBlob,
         filename: str,
-        size: int,
         content: ArtifactContent | None,
         *,
         prefetch: bool = False,
     ) -> None:
-        self.fs = fs
-        self.fd = fd
+        self.blob = blob
         self.filename = filename
-        self.size = size
+        self.size = size = blob.size
         self.content = content
         self.count = -(-size // CHUNK_SIZE)
         self._cache: dict[int, bytes] = {}
@@ -354,12 +347,12 @@ class _Chunks:
         self.close()
 
     def close(self) -> None:
-        """Stop the read-ahead (waiting for reads in flight), then close the fd."""
+        """Stop the read-ahead (waiting for reads in flight), then close the blob."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
         self._pending.clear()
         self._cache.clear()
-        self.fs.close(self.fd)
+        self.blob.close()
 
     # chunks -----------------------------------------------------------------
 
@@ -367,16 +360,8 @@ class _Chunks:
         """Read chunk `index` whole and verify it (safe on any thread)."""
         base = index * CHUNK_SIZE
         want = min(CHUNK_SIZE, self.size - base)
-        parts: list[bytes] = []
-        got = 0
-        while got < want:
-            part = self.fs.pread(self.fd, want - got, base + got)
-            if not part:
-                break
-            parts.append(part)
-            got += len(part)
-        data = parts[0] if len(parts) == 1 else b"".join(parts)
-        if got != want:
+        data = self.blob.read_at(base, want)
+        if len(data) != want:
             msg = f"size mismatch: {self.filename} shrank while reading chunk {index}"
             raise ArtifactIntegrityError(msg)
         if self.content is not None:
@@ -730,9 +715,7 @@ class _Feeder(threading.Thread):
         self, chunks: _Chunks, feed: IO[bytes], header: bytes, start: int
     ) -> None:
         super().__init__(daemon=True, name="spillvault-regex-feed")
-        self.chunks = _Chunks(
-            chunks.fs, chunks.fd, chunks.filename, chunks.size, chunks.content
-        )
+        self.chunks = _Chunks(chunks.blob, chunks.filename, chunks.content)
         self.feed = feed
         self.header = header
         self.start_at = start

@@ -24,7 +24,6 @@ from spillvault.adapters.services.lease_projection import (
     LeaseEvent,
     session_projection,
 )
-from spillvault.adapters.storage.content_writer import digest_open_file
 from spillvault.domain.bounds import number_problem, shown
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.enums import (
@@ -33,6 +32,7 @@ from spillvault.domain.enums import (
 )
 from spillvault.domain.errors import (
     ArtifactAccessError,
+    ArtifactIntegrityError,
     ArtifactLeaseJournalError,
     ArtifactMissingError,
     ArtifactOwnerGenerationChanged,
@@ -575,17 +575,13 @@ class SessionRetentionJournal:
             raise ArtifactLeaseJournalError(msg)
         with closing(self._open_artifacts()) as store:
             try:
-                fd = store.open_for_read(filename)
+                store.confirm(filename, content)
             except (FileNotFoundError, ArtifactAccessError) as error:
                 msg = f"publication refused: missing artifact {filename} ({error})"
                 raise ArtifactMissingError(msg) from error
-            try:
-                digest, size = digest_open_file(self.session.fs, fd)
-            finally:
-                self.session.fs.close(fd)
-        if (digest, size) != (content.content_sha256, content.size_bytes):
-            msg = f"publication refused: artifact {filename} changed on disk"
-            raise ArtifactLeaseJournalError(msg)
+            except ArtifactIntegrityError as error:
+                msg = f"publication refused: artifact {filename} changed ({error})"
+                raise ArtifactLeaseJournalError(msg) from error
 
 
 class _AlreadyDecided(ArtifactLeaseJournalError):

@@ -26,11 +26,15 @@ import secrets
 import shlex
 import stat
 import weakref
-from contextlib import suppress
+from contextlib import closing, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
-from spillvault.adapters.storage.content_writer import ContentWriter, summary_for
+from spillvault.adapters.storage.content_writer import (
+    ContentWriter,
+    digest_open_file,
+    summary_for,
+)
 from spillvault.adapters.storage.fs import (
     EXCLUSIVE_CREATE,
     PRIVATE_FILE_MODE,
@@ -40,7 +44,7 @@ from spillvault.adapters.storage.fs import (
 )
 from spillvault.adapters.storage.layout import TOOL_RESULTS_DIR
 from spillvault.domain.artifact import Artifact
-from spillvault.domain.errors import ArtifactAccessError
+from spillvault.domain.errors import ArtifactAccessError, ArtifactIntegrityError
 from spillvault.domain.handles import (
     MAX_ARTIFACT_DIGITS,
     MAX_ARTIFACT_NUMBER,
@@ -61,6 +65,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from spillvault.adapters.storage.handles import SessionHandles
+    from spillvault.domain.artifact import ArtifactContent
     from spillvault.domain.command import CommandFacts
     from spillvault.domain.ports import FileSystem, KeyLineScanner
 
@@ -217,8 +222,8 @@ class LocalArtifactStore:
         self._parse(handle)
         return f"spillvault read {shlex.quote(handle)}"
 
-    def open_for_read(self, handle_or_filename: str) -> int:
-        """Open an artifact read-only per A4; the caller closes the fd via the seam.
+    def open_for_read(self, handle_or_filename: str) -> FileBlob:
+        """Open an artifact read-only per A4; the caller closes the blob.
 
         Accepts a handle of this store or a bare canonical filename. Opening is
         `O_RDONLY|O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC` relative to the checked
@@ -238,7 +243,20 @@ class LocalArtifactStore:
                 msg = f"not a canonical artifact name: {handle_or_filename!r}"
                 raise ArtifactAccessError(msg)
             filename = handle_or_filename
-        return open_artifact_file(self._fs, filename, dir_fd=self.dir_fd)
+        fd = open_artifact_file(self._fs, filename, dir_fd=self.dir_fd)
+        try:
+            return FileBlob(self._fs, fd)
+        except BaseException:
+            self._fs.close(fd)
+            raise
+
+    def confirm(self, filename: str, content: ArtifactContent) -> None:
+        """Hash the file whole; raise unless it is exactly `content` (S4.6)."""
+        with closing(self.open_for_read(filename)) as blob:
+            digest, size = digest_open_file(self._fs, blob.fd)
+        if (digest, size) != (content.content_sha256, content.size_bytes):
+            msg = f"{filename} changed on disk: it is not the recorded content"
+            raise ArtifactIntegrityError(msg)
 
     def reference_for(self, artifact: Artifact) -> ArtifactReference:
         """Return the S4.1 reference of a stored (not open) artifact."""
@@ -586,6 +604,34 @@ class ArtifactStream:
             )
 
 
+class FileBlob:
+    """An artifact file open for reading: `pread` through the seam (S2.7)."""
+
+    def __init__(self, fs: FileSystem, fd: int) -> None:
+        self._fs = fs
+        self.fd = fd
+        self.size = fs.fstat(fd).st_size
+        self._closed = False
+
+    def read_at(self, offset: int, size: int) -> bytes:
+        """Return at most `size` bytes at `offset`, looping over short reads."""
+        parts: list[bytes] = []
+        got = 0
+        while got < size:
+            part = self._fs.pread(self.fd, size - got, offset + got)
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def close(self) -> None:
+        """Close the descriptor (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self._fs.close(self.fd)
+
+
 def open_artifact_file(fs: FileSystem, filename: str, *, dir_fd: int) -> int:
     """Open an artifact per A4 and demand an owned, private regular file."""
     try:
@@ -607,6 +653,7 @@ __all__ = [
     "MAX_ARTIFACT_DIGITS",
     "TMP_PREFIX",
     "ArtifactStream",
+    "FileBlob",
     "LocalArtifactStore",
     "open_artifact_file",
 ]

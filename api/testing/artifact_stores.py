@@ -49,11 +49,12 @@ from unittest import TestCase, mock
 
 from spillvault.adapters.session import open_session
 from spillvault.adapters.storage.content_writer import OVERLAP_MIN
-from spillvault.domain.artifact import Artifact
+from spillvault.domain.artifact import Artifact, ArtifactContent
 from spillvault.domain.command import CommandFacts
 from spillvault.domain.constants import CHUNK_SIZE
 from spillvault.domain.errors import (
     ArtifactAccessError,
+    ArtifactIntegrityError,
     ArtifactLeaseJournalError,
     ArtifactSessionReadOnlyError,
 )
@@ -106,6 +107,13 @@ def expected_content(data: bytes) -> dict[str, Any]:
         "chunk_sha256": [hashlib.sha256(c).hexdigest() for c in chunks],
         "chunk_newlines": [c.count(b"\n") for c in chunks],
     }
+
+
+def _as_content(data: bytes) -> dict[str, Any]:
+    facts = expected_content(data)
+    facts["chunk_sha256"] = tuple(facts["chunk_sha256"])
+    facts["chunk_newlines"] = tuple(facts["chunk_newlines"])
+    return facts
 
 
 def pieces(data: bytes, size: int) -> Iterator[bytes]:
@@ -178,14 +186,18 @@ class ArtifactStoreTestCase(TestCase, ABC):
 
     def read_content(self, store: ArtifactStore, handle: str) -> bytes:
         """Return every byte `store.open_for_read(handle)` gives."""
-        fd = store.open_for_read(handle)
+        blob = store.open_for_read(handle)
         try:
-            parts = []
-            while chunk := os.read(fd, MiB):
+            parts: list[bytes] = []
+            offset = 0
+            while chunk := blob.read_at(offset, MiB):
                 parts.append(chunk)
-            return b"".join(parts)
+                offset += len(chunk)
+            data = b"".join(parts)
+            self.assertEqual(len(data), blob.size)
+            return data
         finally:
-            os.close(fd)
+            blob.close()
 
     def artifact_events(self, session: Session | None = None) -> list[str]:
         """Return the topics of the session's artifact events, in order."""
@@ -347,6 +359,21 @@ class ArtifactStoreTestCase(TestCase, ABC):
         self.assertEqual(
             self.recorded(first.filename).content, expected_content(b"first\n")
         )
+
+    def test_confirm_accepts_the_stored_content_and_nothing_else(self) -> None:
+        """`confirm` passes for what was stored; gone bytes or other facts raise."""
+        data = b"kept\n" * 1000
+        artifact = self.store.store([data], source_tool="t")
+        content = self.recorded(artifact.filename).stored_content
+        if content is None:
+            raise self.failureException("a stored artifact has no content")
+        self.store.confirm(artifact.filename, content)
+        other = b"kept\n" * 999 + b"kEpt\n"
+        with self.assertRaises(ArtifactIntegrityError):
+            self.store.confirm(artifact.filename, ArtifactContent(**_as_content(other)))
+        self.delete_content(self.session, artifact.filename)
+        with self.assertRaises(FileNotFoundError):
+            self.store.confirm(artifact.filename, content)
 
     # references and hints ---------------------------------------------------
 

@@ -130,4 +130,27 @@ def running_seaweedfs(root: Path) -> Iterator[S3Server]:
         log.close()
 
 
-__all__ = ["S3Server", "running_seaweedfs", "weed_binary"]
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """One SeaweedFS for the whole test session (import it into conftest.py)."""
+    with running_seaweedfs(tmp_path_factory.mktemp("seaweedfs")) as running:
+        yield running
+
+
+def s3_environment(server: S3Server) -> dict[str, str]:
+    """Return the standard AWS variables that point a client at `server`."""
+    return {
+        "AWS_ENDPOINT_URL": server.endpoint,
+        "AWS_ACCESS_KEY_ID": server.access_key,
+        "AWS_SECRET_ACCESS_KEY": server.secret_key,
+        "AWS_REGION": server.region,
+    }
+
+
+__all__ = [
+    "S3Server",
+    "running_seaweedfs",
+    "s3_environment",
+    "s3_server",
+    "weed_binary",
+]
