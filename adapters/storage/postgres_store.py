@@ -16,10 +16,13 @@ from spillvault.adapters.storage.eventstore import SessionStore
 from spillvault.domain.errors import ArtifactLeaseJournalError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from uuid import UUID
 
     from eventsourcing.persistence import InfrastructureFactory
     from eventsourcing.utils import Environment
+    from psycopg import Connection
+    from psycopg.rows import TupleRow
 
 DSN_SCHEMES = ("postgresql://", "postgres://")
 SCHEMA_PREFIX = "spillvault_"
@@ -81,6 +84,35 @@ def parse_dsn(dsn: str) -> dict[str, str]:
     }
 
 
+def describe_server(settings: Mapping[str, str]) -> str:
+    """Name a server and database for messages (never the password)."""
+    user, host = settings["POSTGRES_USER"], settings["POSTGRES_HOST"]
+    port, dbname = settings["POSTGRES_PORT"], settings["POSTGRES_DBNAME"]
+    if host and not host.startswith("/"):
+        return f"postgresql://{user}@{host}:{port}/{dbname}"
+    return f"postgresql://{user}@/{dbname}?host={host}&port={port}"
+
+
+def connect(settings: Mapping[str, str], **options: Any) -> Connection[TupleRow]:
+    """Connect to the server `settings` (from `parse_dsn`) name, commits synchronous.
+
+    `options` go to `psycopg.connect` (`autocommit`, `application_name`,
+    keepalives); `connect_timeout` defaults to 10 s, and the libpq `options`
+    always ask for `synchronous_commit=on`.
+    """
+    import psycopg  # noqa: PLC0415 - optional extra
+
+    options.setdefault("connect_timeout", 10)
+    return psycopg.connect(
+        dbname=settings["POSTGRES_DBNAME"],
+        host=settings["POSTGRES_HOST"],
+        port=settings["POSTGRES_PORT"],
+        user=settings["POSTGRES_USER"],
+        password=settings["POSTGRES_PASSWORD"],
+        **{**options, "options": synchronous_options(options.get("options"))},
+    )
+
+
 class PostgresBackend:
     """Locates, creates and opens a session's schema on a PostgreSQL server."""
 
@@ -92,12 +124,7 @@ class PostgresBackend:
 
     def describe(self) -> str:
         """Name the store for messages, without the password."""
-        s = self._settings
-        user, host, port = s["POSTGRES_USER"], s["POSTGRES_HOST"], s["POSTGRES_PORT"]
-        where = f"/{s['POSTGRES_DBNAME']}?host={host}&port={port}"
-        if host and not host.startswith("/"):
-            where = f"{host}:{port}/{s['POSTGRES_DBNAME']}"
-        return f"postgresql://{user}@{where} schema {self._schema}"
+        return f"{describe_server(self._settings)} schema {self._schema}"
 
     def exists(self) -> bool:
         """Say whether the session's schema exists."""
@@ -132,18 +159,8 @@ class PostgresBackend:
     def _admin(self, query: Any, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         import psycopg  # noqa: PLC0415 - optional extra
 
-        s = self._settings
         try:
-            with psycopg.connect(
-                dbname=s["POSTGRES_DBNAME"],
-                host=s["POSTGRES_HOST"],
-                port=s["POSTGRES_PORT"],
-                user=s["POSTGRES_USER"],
-                password=s["POSTGRES_PASSWORD"],
-                connect_timeout=10,
-                options=synchronous_options(),
-                autocommit=True,
-            ) as connection:
+            with connect(self._settings, autocommit=True) as connection:
                 cursor = connection.execute(query, params)
                 return cursor.fetchall() if cursor.description else []
         except psycopg.Error as error:
