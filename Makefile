@@ -88,6 +88,7 @@ bench: $(STAMP) $(NPM_STAMP)
 	$(BIN)/python bench/bench_gc.py
 	$(BIN)/python bench/bench_terminal_noise.py
 	$(BIN)/python bench/bench_mcp_proxy.py
+	$(BIN)/python bench/bench_object_store.py
 	$(BIN)/python bench/bench_hook_start.py
 
 clean:

@@ -19,6 +19,7 @@ import errno
 import json
 import logging
 import os
+import re
 import socket
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from spillvault.adapters.services.externalizer import SessionExternalizer
 from spillvault.adapters.services.read_only import RefusingWrites
 from spillvault.adapters.services.recovery import recover_artifacts
 from spillvault.adapters.services.retention_journal import SessionRetentionJournal
+from spillvault.adapters.storage.advisory_lock import advisory_lock_for
 from spillvault.adapters.storage.artifact_store import LocalArtifactStore
 from spillvault.adapters.storage.clock import SYSTEM_CLOCK
 from spillvault.adapters.storage.fs import (
@@ -44,13 +46,25 @@ from spillvault.adapters.storage.fs import (
     write_new_file,
 )
 from spillvault.adapters.storage.handles import SessionHandles
+from spillvault.adapters.storage.journal_table import JournalTable
 from spillvault.adapters.storage.layout import (
     MARKER_NAME,
     QUARANTINE_DIR,
     TOOL_RESULTS_DIR,
 )
 from spillvault.adapters.storage.memory_store import MemoryBackend
-from spillvault.adapters.storage.postgres_store import DSN_SCHEMES, PostgresBackend
+from spillvault.adapters.storage.object_store import ObjectArtifactStore
+from spillvault.adapters.storage.postgres_store import (
+    DSN_SCHEMES,
+    PostgresBackend,
+    schema_for,
+)
+from spillvault.adapters.storage.s3_client import (
+    ARTIFACTS_ENV,
+    EVENT_STORE_ENV,
+    ObjectLocation,
+    s3_client,
+)
 from spillvault.adapters.storage.session_lock import (
     LOCK_NAME,
     SessionLock,
@@ -63,6 +77,7 @@ from spillvault.domain.errors import (
     ArtifactLeaseJournalError,
     ArtifactSessionNotFoundError,
     ArtifactSessionReadOnlyError,
+    ObjectStoreConfigError,
 )
 from spillvault.domain.handles import MAX_HANDLE_LENGTH, MAX_SESSION_ID_LENGTH
 from spillvault.domain.safeguards import Safeguards
@@ -77,13 +92,14 @@ if TYPE_CHECKING:
     from spillvault.adapters.services.recovery import ArtifactRecoveryReport
     from spillvault.adapters.storage.eventstore import EventStoreBackend, SessionStore
     from spillvault.domain.policy import SpillPolicy
-    from spillvault.domain.ports import Clock, FileSystem
+    from spillvault.domain.ports import ArtifactStore, Clock, FileSystem
 
 logger = logging.getLogger(__name__)
 
 MARKER_FORMAT = "spillvault-session"
 MARKER_LIMIT = 4096
 _STORE_IDS = UUID("c2a5e0d4-6f1b-4b7e-9a3c-58d1e6f0b2a7")
+_VAULT_STORE_IDS = UUID("5d0c1a9e-2b47-4f38-8e61-b3c7d2a4f915")
 SessionMode = Literal["create", "open", "read"]
 """create: create or open; open: an existing session; read: a read-only view."""
 _READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES})
@@ -144,7 +160,7 @@ class ToolResultExternalizer(SessionExternalizer):
         )
         store = None
         try:
-            store = LocalArtifactStore(opened)
+            store = artifact_store_for(opened)
             super().__init__(opened, store, policy=policy, owns_session=session is None)
         except BaseException:
             if store is not None:
@@ -182,13 +198,39 @@ class ArtifactRetentionJournal(SessionRetentionJournal):
         opened = session or open_session(session_dir, event_store=event_store)
         super().__init__(
             opened,
-            open_artifacts=partial(LocalArtifactStore, opened),
+            open_artifacts=partial(artifact_store_for, opened),
             owns_session=session is None,
         )
 
 
 class ReadOnlyRetentionJournal(RefusingWrites, ArtifactRetentionJournal):
     """The journal of a session opened with `mode="read"`: reads, refuses writes."""
+
+
+def vault_from_environment(
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Return `open_session`'s vault keywords from the environment, if it names one.
+
+    `$SPILLVAULT_ARTIFACTS` (`s3://bucket/prefix`) and `$SPILLVAULT_EVENT_STORE`
+    (`postgresql://…`): what the CLI, `spillvault mcp serve` and the agent
+    hooks open sessions with, so every host of a fleet finds the same vault.
+    """
+    env = os.environ if environ is None else environ
+    artifacts = env.get(ARTIFACTS_ENV, "").strip()
+    if not artifacts:
+        return {}
+    return {
+        "artifacts": ObjectLocation.parse(artifacts),
+        "event_store": env.get(EVENT_STORE_ENV, "").strip() or None,
+    }
+
+
+def artifact_store_for(session: Session) -> ArtifactStore:
+    """Return a new store of the session's artifacts: its directory, or its vault."""
+    if session.artifacts is not None:
+        return ObjectArtifactStore(session, session.artifacts, s3_client())
+    return LocalArtifactStore(session)
 
 
 def open_session(  # noqa: PLR0913 - keyword-only injection points
@@ -201,6 +243,7 @@ def open_session(  # noqa: PLR0913 - keyword-only injection points
     recover: bool = True,
     safeguards: Safeguards | None = None,
     mode: SessionMode = "create",
+    artifacts: str | ObjectLocation | None = None,
 ) -> Session:
     """Create or open the session at `session_dir` (see the module docstring).
 
@@ -208,6 +251,8 @@ def open_session(  # noqa: PLR0913 - keyword-only injection points
     and skips the recovery pass. `recover=False` skips that pass too, for
     inspection that must not change anything. `safeguards` is for planted-bug
     tests only (see `domain.safeguards`); every caller else leaves it out.
+    `artifacts="s3://bucket/prefix"` opens the session of that name in a vault
+    (see `open_vault_session`): `event_store` must then be PostgreSQL.
     """
     if mode not in get_args(SessionMode):
         msg = f"mode must be 'create', 'open' or 'read', not {mode!r}"
@@ -215,6 +260,22 @@ def open_session(  # noqa: PLR0913 - keyword-only injection points
     fs = fs or OS_FILESYSTEM
     clock = clock or SYSTEM_CLOCK
     _check_event_store_argument(event_store)
+    if artifacts is not None:
+        location = (
+            artifacts
+            if isinstance(artifacts, ObjectLocation)
+            else ObjectLocation.parse(artifacts)
+        )
+        return open_vault_session(
+            os.path.basename(os.fspath(session_dir).rstrip("/")),
+            location,
+            event_store=event_store,
+            policy=policy,
+            clock=clock,
+            recover=recover,
+            safeguards=safeguards,
+            mode=mode,
+        )
     path = os.path.abspath(os.fspath(session_dir))
     parent, name = os.path.split(path)
     try:
@@ -263,6 +324,116 @@ def open_session(  # noqa: PLR0913 - keyword-only injection points
         session.close()
         raise
     return session
+
+
+def open_vault_session(  # noqa: PLR0913 - keyword-only injection points
+    session_id: str,
+    location: ObjectLocation,
+    *,
+    event_store: str | None,
+    policy: SpillPolicy | None = None,
+    clock: Clock | None = None,
+    recover: bool = True,
+    safeguards: Safeguards | None = None,
+    mode: SessionMode = "create",
+) -> Session:
+    """Open the session `session_id` of the vault at `location` from any host.
+
+    A vault session has no directory: its events, lock and journal are in
+    PostgreSQL (one schema per session, named from an id every host derives
+    from the location and the session id), its artifacts are objects. Its
+    store identity event is its marker: "open" and "read" demand it.
+    """
+    clock = clock or SYSTEM_CLOCK
+    if event_store is None or not event_store.startswith(DSN_SCHEMES):
+        msg = (
+            f"artifacts in {location.url} need a PostgreSQL event store "
+            "(event_store='postgresql://…' or $SPILLVAULT_EVENT_STORE): a SQLite "
+            "or in-memory store is on one host, and every host must see the events"
+        )
+        raise ObjectStoreConfigError(msg)
+    try:
+        check_session_id(session_id)
+    except ValueError as error:
+        raise ArtifactAccessError(str(error)) from None
+    if len(session_id) > MAX_SESSION_ID_LENGTH or not _VAULT_SESSION_ID.fullmatch(
+        session_id
+    ):
+        msg = (
+            f"vault session id {session_id[:100]!r}: at most "
+            f"{MAX_SESSION_ID_LENGTH} letters, digits, '.', '_', '=' or '-'"
+        )
+        raise ArtifactAccessError(msg)
+    store_id = uuid5(_VAULT_STORE_IDS, f"{location.url}\0{session_id}")
+    backend = PostgresBackend(event_store, store_id)
+    where = f"{location.url}/{session_id}"
+    lock = advisory_lock_for(event_store, str(store_id))
+    with lock:
+        store = _open_vault_store(backend, session_id, str(store_id), clock, mode)
+    session = Session(
+        path=where,
+        session_id=session_id,
+        store_id=str(store_id),
+        store_kind=PostgresBackend.kind,
+        store=store,
+        lock=lock,
+        fs=OS_FILESYSTEM,
+        clock=clock,
+        dir_fd=-1,
+        policy=policy,
+        safeguards=safeguards or Safeguards(),
+        read_only=mode == "read",
+        artifacts=location,
+        journal_opener=partial(JournalTable, event_store, schema_for(store_id)),
+    )
+    try:
+        if recover and mode != "read":
+            session.recovery = recover_artifacts(session)
+            session.journal.sync()
+    except BaseException:
+        session.close()
+        raise
+    return session
+
+
+_VAULT_SESSION_ID = re.compile(r"[A-Za-z0-9._=-]+")
+
+
+def _open_vault_store(
+    backend: PostgresBackend,
+    session_id: str,
+    store_id: str,
+    clock: Clock,
+    mode: SessionMode,
+) -> SessionStore:
+    """Open (or, for "create", make) a vault session's store under its lock."""
+    if not backend.exists():
+        if mode != "create":
+            raise _not_found(backend.describe(), "no such session in the vault")
+        backend.create()
+    store = backend.open()
+    try:
+        if mode == "read":
+            store.refuse_writes(f"session {session_id} is opened read-only")
+        identity = store.store_identity()
+        if identity is None:
+            if mode != "create":
+                raise _not_found(backend.describe(), "no store identity")
+            if store.max_position():
+                msg = f"{backend.describe()} holds events but no store identity"
+                raise ArtifactLeaseJournalError(msg)
+            now = format_timestamp(clock.now())
+            store.record_identity(StoreIdentity.create(store_id, session_id, now))
+        elif (identity.store_id, identity.session_id) != (store_id, session_id):
+            msg = (
+                f"{backend.describe()} is store {identity.store_id} of session "
+                f"{identity.session_id!r}, not {store_id} of {session_id!r}"
+            )
+            raise ArtifactLeaseJournalError(msg)
+    except BaseException:
+        store.close()
+        raise
+    return store
 
 
 def _open_locked(
@@ -618,4 +789,15 @@ def _marker_problems(marker: object, session_id: str) -> str:  # noqa: PLR0911
     return ""
 
 
-__all__ = ["LOCK_NAME", "MARKER_NAME", "Session", "SessionMode", "open_session"]
+__all__ = [
+    "ARTIFACTS_ENV",
+    "EVENT_STORE_ENV",
+    "LOCK_NAME",
+    "MARKER_NAME",
+    "Session",
+    "SessionMode",
+    "artifact_store_for",
+    "open_session",
+    "open_vault_session",
+    "vault_from_environment",
+]

@@ -43,7 +43,7 @@ from spillvault.adapters.cli.tables import (
     render_table,
 )
 from spillvault.adapters.harness.capping import cap_line
-from spillvault.adapters.session import open_session
+from spillvault.adapters.session import open_session, vault_from_environment
 from spillvault.domain.constants import CHUNK_SIZE
 from spillvault.domain.notice import clip_shown
 
@@ -96,7 +96,9 @@ def run_command(args: argparse.Namespace) -> int:
     tee = sys.stderr.buffer if _tee_wanted(args) else None
     try:
         policy = load_policy_file(args.policy) if args.policy else None
-        session = open_session(session_to_create(args), policy=policy)
+        session = open_session(
+            session_to_create(args), policy=policy, **vault_from_environment()
+        )
     except Exception as error:
         if not args.fail_open:
             raise

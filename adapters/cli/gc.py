@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 from spillvault.adapters.cli.sessions import open_existing
 from spillvault.adapters.cli.tables import MISSING, age_text
 from spillvault.adapters.services import gc
-from spillvault.adapters.session import open_session
+from spillvault.adapters.session import open_session, vault_from_environment
 from spillvault.adapters.storage.session_root import session_root, sessions_under
 from spillvault.domain.enums import ArtifactCleanupStatus as Status
 from spillvault.domain.errors import ArtifactIntegrityError, ArtifactLeaseJournalError
@@ -173,7 +173,7 @@ def _gc_session(
     lines = [f"== session {entry['session']} =="]
     try:
         # Opened here, so a broken session fails alone and nothing in it is touched.
-        with open_session(path, mode="open") as session:
+        with open_session(path, mode="open", **vault_from_environment()) as session:
             plan, report = _collect(session, _policy(args, max_deletions))
     except _SKIPPING as error:
         message = f"{type(error).__name__}: {error}"

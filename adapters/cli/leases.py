@@ -11,7 +11,7 @@ from spillvault.adapters.cli.sessions import (
     open_for_reading,
     required_session,
 )
-from spillvault.adapters.session import open_session
+from spillvault.adapters.session import open_session, vault_from_environment
 from spillvault.adapters.storage.fs import exists
 from spillvault.domain.enums import ArtifactLeasePhase
 
@@ -82,7 +82,12 @@ def journal_verify_command(args: argparse.Namespace) -> int:
 
 def journal_repair_command(args: argparse.Namespace) -> int:
     """Rebuild the journal from the event store; keep the damaged file aside (J7)."""
-    with open_session(required_session(args), mode="open", recover=False) as session:
+    with open_session(
+        required_session(args),
+        mode="open",
+        recover=False,
+        **vault_from_environment(),
+    ) as session:
         report, aside = session.journal.repair()
         # With no journal to replace, nothing was kept aside under that name.
         kept = aside if exists(session.fs, aside, dir_fd=session.dir_fd) else None

@@ -23,12 +23,14 @@ from spillvault.adapters.mcp.limits import (
     MIN_RESULT_CHARS,
 )
 from spillvault.adapters.owners.owner_common import ArtifactOwnerError
+from spillvault.adapters.storage.s3_client import ARTIFACTS_ENV, EVENT_STORE_ENV
 from spillvault.domain.bounds import MAX_SIZE, shown
 from spillvault.domain.errors import (
     ArtifactAccessError,
     ArtifactIntegrityError,
     ArtifactLeaseJournalError,
     ArtifactRetentionError,
+    ObjectStoreConfigError,
     SpillPolicyError,
 )
 
@@ -448,6 +450,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--version", action=_VersionAction, nargs=0, help="show the version and exit"
     )
+    parser.add_argument(
+        "--artifacts",
+        metavar="s3://BUCKET/PREFIX",
+        help="keep artifacts in this object store (default: $SPILLVAULT_ARTIFACTS; "
+        "endpoint and credentials from the AWS variables)",
+    )
+    parser.add_argument(
+        "--event-store",
+        metavar="postgresql://DSN",
+        help="the PostgreSQL event store a vault needs "
+        "(default: $SPILLVAULT_EVENT_STORE)",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = commands.add_parser(
         "demo", help="run a short scripted tour of what exists, for real"
@@ -479,6 +493,12 @@ def main(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911 - a status 
         parser.print_help()
         return EXIT_USAGE
     own_failure: int | None = getattr(args, "failure_status", None)
+    # The composition root reads the vault from the environment, so hooks and
+    # commands this one starts find the same vault.
+    if args.artifacts is not None:
+        os.environ[ARTIFACTS_ENV] = args.artifacts
+    if args.event_store is not None:
+        os.environ[EVENT_STORE_ENV] = args.event_store
     try:
         return handler(args)
     except CommandNotStartedError as error:
@@ -500,6 +520,7 @@ def main(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911 - a status 
         ArtifactLeaseJournalError,
         ArtifactOwnerError,
         SpillPolicyError,
+        ObjectStoreConfigError,
     ) as error:
         message = f"{type(error).__name__}: {error}"
         return _fail(args, _code_of(error), message, own_failure or EXIT_REFUSED)

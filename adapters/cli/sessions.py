@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Final
 
-from spillvault.adapters.session import open_session
+from spillvault.adapters.session import open_session, vault_from_environment
 from spillvault.adapters.storage.session_root import (
     new_session_dir,
     session_dir_for,
@@ -76,7 +76,7 @@ def session_of_handle(args: argparse.Namespace, handle: str) -> str:
         )
         raise ArtifactAccessError(msg)
     path = os.path.join(session_root(), wanted)
-    if not os.path.isdir(path):
+    if not os.path.isdir(path) and not vault_from_environment():
         msg = (
             f"no session {wanted!r} under {session_root()}: pass --session DIR "
             f"if it lives elsewhere (or set ${SESSION_ENV})"
@@ -86,14 +86,46 @@ def session_of_handle(args: argparse.Namespace, handle: str) -> str:
 
 
 def sessions_to_list(args: argparse.Namespace) -> list[str]:
-    """Return the chosen session, else every session under the root."""
+    """Return the chosen session, else every session under the root (or vault)."""
     chosen = chosen_session(args)
-    return [chosen] if chosen is not None else sessions_under(session_root())
+    if chosen is not None:
+        return [chosen]
+    vault = vault_from_environment()
+    if vault:
+        return [os.path.join(session_root(), name) for name in vault_sessions(vault)]
+    return sessions_under(session_root())
+
+
+def vault_sessions(vault: dict[str, object]) -> list[str]:
+    """Return the ids of the sessions that have objects in the vault."""
+    from spillvault.adapters.storage.s3_client import (  # noqa: PLC0415 - vault only
+        ObjectLocation,
+        object_call,
+        s3_client,
+    )
+
+    location = vault["artifacts"]
+    assert isinstance(location, ObjectLocation)  # noqa: S101 - built by the parser
+    prefix = location.root_prefix
+    names: list[str] = []
+    token: dict[str, str] = {}
+    while True:
+        with object_call(f"list sessions in {location.url}"):
+            page = s3_client().list_objects_v2(
+                Bucket=location.bucket, Prefix=prefix, Delimiter="/", **token
+            )
+        names.extend(
+            entry["Prefix"][len(prefix) :].rstrip("/")
+            for entry in page.get("CommonPrefixes", [])
+        )
+        if not page.get("IsTruncated"):
+            return sorted(names)
+        token = {"ContinuationToken": page["NextContinuationToken"]}
 
 
 def open_existing(args: argparse.Namespace) -> Session:
     """Open the chosen existing session for a command that writes."""
-    return open_session(required_session(args), mode="open")
+    return open_session(required_session(args), mode="open", **vault_from_environment())
 
 
 def open_for_reading(path: str) -> Session:
@@ -102,10 +134,11 @@ def open_for_reading(path: str) -> Session:
     A writable session is opened as usual (its recovery pass runs and a short
     journal is caught up); only one we may not write falls back to the view.
     """
+    vault = vault_from_environment()
     try:
-        return open_session(path, mode="open")
+        return open_session(path, mode="open", **vault)
     except ArtifactSessionReadOnlyError:
-        return open_session(path, mode="read")
+        return open_session(path, mode="read", **vault)
 
 
 __all__ = [

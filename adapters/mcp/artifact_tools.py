@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from spillvault.adapters.harness.capping import cap_lines
 from spillvault.adapters.harness.model_tools import handle_tool_call, tool_definitions
-from spillvault.adapters.session import open_session
+from spillvault.adapters.session import open_session, vault_from_environment
 from spillvault.adapters.storage.session_root import (
     session_id_of,
     session_root,
@@ -117,7 +117,9 @@ class OwnSession:
     def get(self) -> Session:
         """Return the session, creating it on first use."""
         if self._session is None:
-            self._session = open_session(self.path, policy=self._policy)
+            self._session = open_session(
+                self.path, policy=self._policy, **vault_from_environment()
+            )
         return self._session
 
     def close(self) -> None:
@@ -194,9 +196,13 @@ class ArtifactTools:
             return session
         path = self._path_of(session_id)
         try:
-            session = open_session(path, policy=self.policy, mode="open")
+            session = open_session(
+                path, policy=self.policy, mode="open", **vault_from_environment()
+            )
         except ArtifactSessionReadOnlyError:
-            session = open_session(path, policy=self.policy, mode="read")
+            session = open_session(
+                path, policy=self.policy, mode="read", **vault_from_environment()
+            )
         self._open[session_id] = session
         return session
 

@@ -23,6 +23,7 @@ from contextlib import suppress
 from typing import TYPE_CHECKING, Self
 
 from spillvault.adapters.services.lease_projection import session_projection
+from spillvault.adapters.services.object_gc import apply_objects, plan_objects
 from spillvault.adapters.storage.content_writer import digest_open_file, hash_open_file
 from spillvault.adapters.storage.eventstore import retrying
 from spillvault.adapters.storage.fs import (
@@ -93,6 +94,8 @@ def plan_cleanup_from_journal(
     projection.verify_whole()
     at = now or session.clock.now()
     claims = ArtifactClaims.from_leases(projection.live_leases().values(), at)
+    if session.artifacts is not None:
+        return plan_objects(session, policy, at, claims, progress)
     return _Planner(session, policy, at, claims, progress).plan()
 
 
@@ -110,9 +113,10 @@ def plan_cleanup_from_claims(
     checked = [(claim, claim.is_active(at)) for claim in claims]
     for claim, _ in checked:
         claim.check_session(session.session_id)
-    return _Planner(
-        session, policy, at, ArtifactClaims.from_claims(iter(checked)), None
-    ).plan()
+    claimed = ArtifactClaims.from_claims(iter(checked))
+    if session.artifacts is not None:
+        return plan_objects(session, policy, at, claimed)
+    return _Planner(session, policy, at, claimed, None).plan()
 
 
 def _refuse_raw_claims(session: SessionHandles) -> None:
@@ -271,6 +275,9 @@ def apply_cleanup_from_journal(
     def protecting(at: datetime) -> ArtifactClaims:
         return ArtifactClaims.from_leases(projection.live_leases().values(), at)
 
+    if session.artifacts is not None:
+        at = now or session.clock.now()
+        return apply_objects(session, plan, at, protecting, progress)
     return _Applier(session, plan, now, protecting, progress).run()
 
 
@@ -291,6 +298,8 @@ def apply_cleanup_with_claims(
     def protecting(at: datetime) -> ArtifactClaims:
         return ArtifactClaims.from_claims(iter([(c, c.is_active(at)) for c in claims]))
 
+    if session.artifacts is not None:
+        return apply_objects(session, plan, now or session.clock.now(), protecting)
     return _Applier(session, plan, now, protecting, None).run()
 
 

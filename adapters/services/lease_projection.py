@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 from uuid import UUID
 
-from spillvault.adapters.storage.journal_file import JournalFile
 from spillvault.domain.artifact import ARTIFACT_CREATED_TOPICS, Artifact
 from spillvault.domain.enums import ArtifactLeasePhase
 from spillvault.domain.errors import ArtifactLeaseJournalError, ArtifactStoreConflict
@@ -48,6 +47,8 @@ if TYPE_CHECKING:
     from eventsourcing.persistence import Notification
 
     from spillvault.adapters.storage.handles import SessionHandles
+    from spillvault.adapters.storage.journal_file import JournalFile
+    from spillvault.adapters.storage.journal_table import JournalTable
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +84,9 @@ class JournalReport:
 class LeaseProjection:
     """One session's lease view and journal writer; keep one per session."""
 
-    def __init__(self, session: SessionHandles, journal: JournalFile) -> None:
+    def __init__(
+        self, session: SessionHandles, journal: JournalFile | JournalTable
+    ) -> None:
         self._session = session
         self._file = journal
         self._load_view()
@@ -485,7 +488,7 @@ class LeaseProjection:
 def session_projection(session: SessionHandles) -> LeaseProjection:
     """Return the session's one projection (shared by everything opened on it)."""
     return session.lease_projection(
-        lambda: LeaseProjection(session, JournalFile(session.fs, session.dir_fd))
+        lambda: LeaseProjection(session, session.open_journal())
     )
 
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from spillvault.adapters.services.gc import resolve_quarantine
 from spillvault.adapters.services.lease_projection import session_projection
+from spillvault.adapters.services.object_gc import recover_objects
 from spillvault.adapters.storage.artifact_store import TMP_PREFIX
 from spillvault.adapters.storage.content_writer import hash_open_file, summary_for
 from spillvault.adapters.storage.eventstore import retrying
@@ -91,6 +92,13 @@ class ArtifactRecoveryReport:
 def recover_artifacts(session: SessionHandles) -> ArtifactRecoveryReport:
     """Run the recovery pass on `session` (see the module docstring)."""
     report = ArtifactRecoveryReport()
+    if session.artifacts is not None:
+        objects = recover_objects(session)
+        report.quarantine_resolved = objects.quarantine_resolved
+        report.live_open = objects.live_open
+        report.marked_lost = objects.marked_lost
+        report.removed_tmp = objects.aborted_uploads  # an upload is its tmp file
+        return report
     with session.lock:
         _remove_stale_session_tmps(session, report)
         dir_fd = open_private_dir(

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, Self, TypeVar, cast
 
+from spillvault.adapters.storage.journal_file import JournalFile
 from spillvault.domain.errors import (
     ArtifactLeaseJournalError,
     ArtifactSessionReadOnlyError,
@@ -22,7 +23,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from types import TracebackType
 
+    from spillvault.adapters.storage.advisory_lock import AdvisoryLock
     from spillvault.adapters.storage.eventstore import SessionStore
+    from spillvault.adapters.storage.journal_table import JournalTable
+    from spillvault.adapters.storage.s3_client import ObjectLocation
     from spillvault.adapters.storage.session_lock import SessionLock
     from spillvault.domain.policy import SpillPolicy
     from spillvault.domain.ports import Clock, FileSystem
@@ -42,22 +46,33 @@ ViewT = TypeVar("ViewT", bound=SavedView)
 
 @dataclass
 class SessionHandles:
-    """An open session's directory, store and lock, shared by what uses them."""
+    """An open session's directory, store and lock, shared by what uses them.
+
+    A session of a vault (`artifacts` set) has no directory: `dir_fd` is -1,
+    `path` names its place in the object store, its lock is a PostgreSQL
+    advisory lock and its journal a table (`open_journal`).
+    """
 
     path: str
     session_id: str
     store_id: str
     store_kind: str
     store: SessionStore
-    lock: SessionLock
+    lock: SessionLock | AdvisoryLock
     fs: FileSystem
     clock: Clock
     dir_fd: int
     policy: SpillPolicy | None = None
     safeguards: Safeguards = field(default_factory=Safeguards)
     read_only: bool = False
+    artifacts: ObjectLocation | None = None
+    """Where a vault session's artifacts are; None: `tool-results/` on disk."""
+    journal_opener: Callable[[], JournalTable] | None = field(default=None, repr=False)
     closed: bool = field(default=False, init=False)
     _view: SavedView | None = field(default=None, init=False, repr=False)
+    _closers: list[Callable[[], None]] = field(
+        default_factory=list, init=False, repr=False
+    )
 
     def read_only_error(self, action: str) -> ArtifactSessionReadOnlyError:
         """Return the error refusing `action` on this read-only view."""
@@ -88,10 +103,21 @@ class SessionHandles:
         finally:
             self._close_resources()
 
+    def open_journal(self) -> JournalFile | JournalTable:
+        """Return the session's journal: its file, or a vault session's table."""
+        if self.journal_opener is None:
+            return JournalFile(self.fs, self.dir_fd)
+        table = self.journal_opener()
+        self._closers.append(table.close)  # its connection goes with the session
+        return table
+
     def _close_resources(self) -> None:
         self.closed = True
+        for close in self._closers:
+            close()
         self.store.close()
-        self.fs.close(self.dir_fd)
+        if self.dir_fd >= 0:
+            self.fs.close(self.dir_fd)
 
     def __enter__(self) -> Self:
         return self

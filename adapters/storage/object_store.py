@@ -31,7 +31,8 @@ import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -60,7 +61,6 @@ from spillvault.domain.values import (
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
-    from datetime import datetime
     from types import TracebackType
 
     from spillvault.adapters.storage.handles import SessionHandles
@@ -456,20 +456,55 @@ class ObjectArtifactStore:
 
     def object_names(self) -> list[str]:
         """Return the names of every object under this session's prefix, sorted."""
+        return [listed.name for listed in self.list_objects()]
+
+    def list_objects(self) -> list[ListedObject]:
+        """Return every object under this session's prefix, sorted by name."""
         prefix = self._location.session_prefix(self._session.session_id)
-        names: list[str] = []
+        found: list[ListedObject] = []
         token: dict[str, str] = {}
         while True:
             with object_call(f"list {prefix}"):
                 page = self._client.list_objects_v2(
                     Bucket=self._location.bucket, Prefix=prefix, **token
                 )
-            names.extend(
-                item["Key"][len(prefix) :] for item in page.get("Contents", [])
+            found.extend(
+                ListedObject(
+                    name=item["Key"][len(prefix) :],
+                    size=int(item["Size"]),
+                    etag=str(item.get("ETag", "")),
+                    last_modified=item["LastModified"],
+                )
+                for item in page.get("Contents", [])
             )
             if not page.get("IsTruncated"):
-                return sorted(names)
+                return sorted(found, key=lambda listed: listed.name)
             token = {"ContinuationToken": page["NextContinuationToken"]}
+
+    def read_whole(self, filename: str) -> tuple[ArtifactContent, StoredObject]:
+        """GET an object whole, hashing it as a store would (for adoption, S6.1)."""
+        head = self.head(filename)
+        key = self.key(filename)
+        hasher = ContentHasher()
+        with object_call(f"GET {key}"):
+            answer = self._client.get_object(
+                Bucket=self._location.bucket, Key=key, IfMatch=head["etag"]
+            )
+            body = answer["Body"]
+            try:
+                while data := body.read(CHUNK_SIZE):
+                    hasher.update(data)
+            finally:
+                body.close()
+        content, _ = hasher.finish()
+        parts = head["checksum"].rpartition("-")[2] if "-" in head["checksum"] else "1"
+        facts = StoredObject(
+            etag=head["etag"],
+            checksum_sha256=head["checksum"]
+            or checksum_of_whole(content.content_sha256),
+            parts=int(parts) if parts.isdigit() else 1,
+        )
+        return content, facts
 
     def delete_if_match(self, filename: str, etag: str) -> None:
         """Delete the object only if it still has `etag` (412 otherwise)."""
@@ -478,6 +513,16 @@ class ObjectArtifactStore:
             self._client.delete_object(
                 Bucket=self._location.bucket, Key=key, IfMatch=etag
             )
+
+
+@dataclass(frozen=True)
+class ListedObject:
+    """One object a listing found: its name under the session, size, ETag, age."""
+
+    name: str
+    size: int
+    etag: str
+    last_modified: datetime
 
 
 class ObjectBlob:
@@ -867,6 +912,7 @@ class ObjectArtifactStream:
 __all__ = [
     "PART_SIZE",
     "STALE_UPLOAD_AGE",
+    "ListedObject",
     "ObjectArtifactStore",
     "ObjectArtifactStream",
     "ObjectBlob",

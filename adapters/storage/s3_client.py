@@ -27,10 +27,18 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 SCHEME = "s3://"
+ARTIFACTS_ENV = "SPILLVAULT_ARTIFACTS"
+"""Names a vault's object store: `s3://bucket/prefix`."""
+EVENT_STORE_ENV = "SPILLVAULT_EVENT_STORE"
+"""Names a vault's PostgreSQL event store: `postgresql://…`."""
 CONNECT_TIMEOUT = 5.0
 """Seconds to reach the server before a call fails."""
 READ_TIMEOUT = 30.0
 """Seconds a call waits for the server to answer before it fails."""
+MAX_TIMEOUT = 3600.0
+"""An hour: no call to the store waits longer."""
+TIMEOUT_ENV = "SPILLVAULT_S3_TIMEOUT"
+"""Overrides `READ_TIMEOUT` (seconds): a slow link may need more, a test less."""
 ATTEMPTS = 3
 """Tries per call: a transient error is retried, a dead server fails fast."""
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
@@ -69,9 +77,14 @@ class ObjectLocation:
         """Return the location as `s3://bucket[/prefix]`."""
         return f"{SCHEME}{self.bucket}/{self.prefix}".rstrip("/")
 
+    @property
+    def root_prefix(self) -> str:
+        """Return the key prefix every session's keys start with ("" or "p/")."""
+        return f"{self.prefix}/" if self.prefix else ""
+
     def session_prefix(self, session_id: str) -> str:
         """Return the key prefix every object of one session starts with."""
-        return f"{self.prefix}/{session_id}/" if self.prefix else f"{session_id}/"
+        return f"{self.root_prefix}{session_id}/"
 
     def key(self, session_id: str, filename: str) -> str:
         """Return the key of one artifact's object."""
@@ -80,11 +93,11 @@ class ObjectLocation:
 
 def artifacts_from_environment() -> ObjectLocation | None:
     """Return the location `SPILLVAULT_ARTIFACTS` names, if it names one."""
-    value = os.environ.get("SPILLVAULT_ARTIFACTS", "").strip()
+    value = os.environ.get(ARTIFACTS_ENV, "").strip()
     return ObjectLocation.parse(value) if value else None
 
 
-_clients: dict[tuple[str | None, int], Any] = {}
+_clients: dict[tuple[str | None, float, int], Any] = {}
 _clients_mutex = threading.Lock()
 
 
@@ -97,15 +110,31 @@ def s3_client() -> Any:
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get(
         "AWS_ENDPOINT_URL"
     )
-    key = (endpoint, os.getpid())
+    timeout = read_timeout()
+    key = (endpoint, timeout, os.getpid())
     with _clients_mutex:
         client = _clients.get(key)
         if client is None:
-            client = _clients[key] = _new_client(endpoint)
+            client = _clients[key] = _new_client(endpoint, timeout)
         return client
 
 
-def _new_client(endpoint: str | None) -> Any:
+def read_timeout() -> float:
+    """Return the read timeout `$SPILLVAULT_S3_TIMEOUT` sets, else `READ_TIMEOUT`."""
+    value = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not value:
+        return READ_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= MAX_TIMEOUT:
+        msg = f"${TIMEOUT_ENV} must be seconds in (0, 3600], not {value!r:.50}"
+        raise ObjectStoreConfigError(msg)
+    return seconds
+
+
+def _new_client(endpoint: str | None, timeout: float) -> Any:
     try:
         import boto3  # noqa: PLC0415 - optional extra, costly import
         from botocore.config import Config  # noqa: PLC0415
@@ -113,8 +142,8 @@ def _new_client(endpoint: str | None) -> Any:
         msg = "an object store needs the extra: pip install 'spillvault[s3]'"
         raise ObjectStoreConfigError(msg) from error
     config = Config(
-        connect_timeout=CONNECT_TIMEOUT,
-        read_timeout=READ_TIMEOUT,
+        connect_timeout=min(CONNECT_TIMEOUT, timeout),
+        read_timeout=timeout,
         retries={"max_attempts": ATTEMPTS, "mode": "standard"},
         # A custom endpoint (SeaweedFS, MinIO, Ceph) is usually an IP or a
         # single host name: bucket-in-path addressing is the one that works.
@@ -178,13 +207,17 @@ def object_call(what: str) -> Iterator[None]:
 
 
 __all__ = [
+    "ARTIFACTS_ENV",
     "ATTEMPTS",
     "CONNECT_TIMEOUT",
+    "EVENT_STORE_ENV",
     "READ_TIMEOUT",
+    "TIMEOUT_ENV",
     "ObjectLocation",
     "PreconditionFailedError",
     "artifacts_from_environment",
     "object_call",
+    "read_timeout",
     "s3_client",
     "status_of",
 ]

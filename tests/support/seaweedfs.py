@@ -33,6 +33,7 @@ ACCESS_KEY = "spillvault-test"
 SECRET_KEY = "spillvault-test-secret"  # noqa: S105 - a throwaway server's own key
 REGION = "us-east-1"
 START_POLLS = 600  # 0.1 s apart: a count, not a deadline guess
+STOP_WAIT = 3.0  # seconds a stopping server gets before SIGKILL
 _PORTS = (
     "master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
     "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc", "admin.port",
@@ -86,48 +87,83 @@ def _answers(endpoint: str) -> bool:
         return False
 
 
-@contextlib.contextmanager
-def running_seaweedfs(root: Path) -> Iterator[S3Server]:
-    """Run `weed mini` on loopback with data under `root`; stop it afterwards."""
-    ports = dict(zip(_PORTS, _free_ports(len(_PORTS)), strict=True))
-    data = root / "data"
-    data.mkdir(parents=True, exist_ok=True)
-    config = root / "s3.json"
-    identity = {
-        "name": "spillvault",
-        "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
-        "actions": ["Admin", "Read", "Write", "List", "Tagging"],
-    }
-    config.write_text(json.dumps({"identities": [identity]}))
-    argv = [
-        weed_binary(), "mini", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-        "-master.telemetry=false", "-webdav=false", "-admin.ui=false",
-        "-s3.port.iceberg=0", "-s3.port.lance=0", f"-dir={data}",
-        f"-s3.config={config}", *(f"-{flag}={port}" for flag, port in ports.items()),
-    ]  # fmt: skip
-    log = (root / "weed.log").open("wb")
-    process = subprocess.Popen(
-        argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    endpoint = f"http://127.0.0.1:{ports['s3.port']}"
-    try:
+class SeaweedFS:
+    """One `weed mini` on loopback: started, killed and started again on its ports.
+
+    A restart keeps the data directory and every port, so clients and the
+    objects written before a kill find each other again.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.ports = dict(zip(_PORTS, _free_ports(len(_PORTS)), strict=True))
+        self.data = root / "data"
+        self.data.mkdir(parents=True, exist_ok=True)
+        self.config = root / "s3.json"
+        identity = {
+            "name": "spillvault",
+            "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+            "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+        }
+        self.config.write_text(json.dumps({"identities": [identity]}))
+        self.server = S3Server(f"http://127.0.0.1:{self.ports['s3.port']}")
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> S3Server:
+        """Start the server and wait until its S3 port answers."""
+        argv = [
+            weed_binary(), "mini", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            "-master.telemetry=false", "-webdav=false", "-admin.ui=false",
+            "-s3.port.iceberg=0", "-s3.port.lance=0", f"-dir={self.data}",
+            f"-s3.config={self.config}",
+            *(f"-{flag}={port}" for flag, port in self.ports.items()),
+        ]  # fmt: skip
+        with (self.root / "weed.log").open("ab") as log:
+            self._process = process = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        endpoint = self.server.endpoint
         for _ in range(START_POLLS):
             if process.poll() is not None or _answers(endpoint):
                 break
             time.sleep(0.1)
         if process.poll() is not None or not _answers(endpoint):
-            tail = (root / "weed.log").read_text(errors="replace")[-2000:]
+            tail = (self.root / "weed.log").read_text(errors="replace")[-2000:]
+            self.stop()
             pytest.fail(f"SeaweedFS did not start:\n{tail}")
-        yield S3Server(endpoint)
-    finally:
+        return self.server
+
+    def kill(self) -> None:
+        """SIGKILL every process of the server, as a crash would."""
+        self._signal(signal.SIGKILL)
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL if it lingers)."""
+        self._signal(signal.SIGTERM)
+
+    def _signal(self, number: int) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
+            os.killpg(process.pid, number)
         try:
-            process.wait(timeout=30)
+            # It waits for clients' keep-alive connections to close (about
+            # 30 s): a throwaway server need not.
+            process.wait(timeout=STOP_WAIT)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-        log.close()
+
+
+@contextlib.contextmanager
+def running_seaweedfs(root: Path) -> Iterator[S3Server]:
+    """Run `weed mini` on loopback with data under `root`; stop it afterwards."""
+    weed = SeaweedFS(root)
+    try:
+        yield weed.start()
+    finally:
+        weed.stop()
 
 
 @pytest.fixture(scope="session")
