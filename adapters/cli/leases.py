@@ -12,12 +12,15 @@ from spillvault.adapters.cli.sessions import (
     required_session,
 )
 from spillvault.adapters.session import open_session, vault_from_environment
-from spillvault.adapters.storage.fs import exists
+from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.enums import ArtifactLeasePhase
+from spillvault.domain.errors import ArtifactLeaseJournalError
 
 if TYPE_CHECKING:
     import argparse
 
+    from spillvault.adapters.storage.journal_file import JournalFile
+    from spillvault.adapters.storage.journal_table import JournalTable
     from spillvault.domain.ports import ArtifactReferenceOwner
     from spillvault.domain.values import ArtifactReconciliationReport
 
@@ -80,6 +83,14 @@ def journal_verify_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _has_lines(journal: JournalFile | JournalTable) -> bool:
+    """Say whether a journal holds any byte (a damaged one too)."""
+    try:
+        return bool(journal.read_from(0, limit=1))
+    except ArtifactLeaseJournalError:
+        return True  # unreadable is not empty: it is kept aside
+
+
 def journal_repair_command(args: argparse.Namespace) -> int:
     """Rebuild the journal from the event store; keep the damaged file aside (J7)."""
     with open_session(
@@ -88,9 +99,14 @@ def journal_repair_command(args: argparse.Namespace) -> int:
         recover=False,
         **vault_from_environment(),
     ) as session:
+        journal = session.open_journal()
+        had_journal = _has_lines(journal)
         report, aside = session.journal.repair()
         # With no journal to replace, nothing was kept aside under that name.
-        kept = aside if exists(session.fs, aside, dir_fd=session.dir_fd) else None
+        kept = None
+        if had_journal:
+            suffix = aside.removeprefix(RETENTION_JOURNAL_NAME + ".")
+            kept = aside if session.artifacts is None else f"{journal.name}@{suffix}"
     where = "there was no journal to keep aside" if kept is None else f"kept as {kept}"
     _emit(
         args,

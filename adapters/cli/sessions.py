@@ -6,6 +6,8 @@ import os
 from typing import TYPE_CHECKING, Final
 
 from spillvault.adapters.session import open_session, vault_from_environment
+from spillvault.adapters.storage.object_store import vault_session_ids
+from spillvault.adapters.storage.s3_client import s3_client
 from spillvault.adapters.storage.session_root import (
     new_session_dir,
     session_dir_for,
@@ -92,35 +94,9 @@ def sessions_to_list(args: argparse.Namespace) -> list[str]:
         return [chosen]
     vault = vault_from_environment()
     if vault:
-        return [os.path.join(session_root(), name) for name in vault_sessions(vault)]
+        ids = vault_session_ids(vault["artifacts"], s3_client())
+        return [os.path.join(session_root(), name) for name in ids]
     return sessions_under(session_root())
-
-
-def vault_sessions(vault: dict[str, object]) -> list[str]:
-    """Return the ids of the sessions that have objects in the vault."""
-    from spillvault.adapters.storage.s3_client import (  # noqa: PLC0415 - vault only
-        ObjectLocation,
-        object_call,
-        s3_client,
-    )
-
-    location = vault["artifacts"]
-    assert isinstance(location, ObjectLocation)  # noqa: S101 - built by the parser
-    prefix = location.root_prefix
-    names: list[str] = []
-    token: dict[str, str] = {}
-    while True:
-        with object_call(f"list sessions in {location.url}"):
-            page = s3_client().list_objects_v2(
-                Bucket=location.bucket, Prefix=prefix, Delimiter="/", **token
-            )
-        names.extend(
-            entry["Prefix"][len(prefix) :].rstrip("/")
-            for entry in page.get("CommonPrefixes", [])
-        )
-        if not page.get("IsTruncated"):
-            return sorted(names)
-        token = {"ContinuationToken": page["NextContinuationToken"]}
 
 
 def open_existing(args: argparse.Namespace) -> Session:

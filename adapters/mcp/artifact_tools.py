@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, Final
 from spillvault.adapters.harness.capping import cap_lines
 from spillvault.adapters.harness.model_tools import handle_tool_call, tool_definitions
 from spillvault.adapters.session import open_session, vault_from_environment
+from spillvault.adapters.storage.object_store import vault_session_ids
+from spillvault.adapters.storage.s3_client import s3_client
 from spillvault.adapters.storage.session_root import (
     session_id_of,
     session_root,
@@ -217,7 +219,7 @@ class ArtifactTools:
                 raise ArtifactSessionNotFoundError(msg)
             return self.scope
         path = os.path.join(self._root(), session_id)
-        if not os.path.isdir(path):
+        if not os.path.isdir(path) and not vault_from_environment():
             msg = f"no session {session_id!r} under {self._root()}"
             raise ArtifactSessionNotFoundError(msg)
         return path
@@ -232,7 +234,11 @@ class ArtifactTools:
             return [only]
         if self.scope is not None:
             return [os.path.basename(self.scope)]
-        ids = [os.path.basename(path) for path in sessions_under(self._root())]
+        vault = vault_from_environment()
+        if vault:
+            ids = vault_session_ids(vault["artifacts"], s3_client())
+        else:
+            ids = [os.path.basename(path) for path in sessions_under(self._root())]
         if self.own is not None and self.own.is_open and self.own.session_id not in ids:
             ids.append(self.own.session_id)
         return ids[::-1]

@@ -515,6 +515,25 @@ class ObjectArtifactStore:
             )
 
 
+def vault_session_ids(location: ObjectLocation, client: Any) -> list[str]:
+    """Return the ids of the sessions that have objects under `location`, sorted."""
+    prefix = location.root_prefix
+    names: list[str] = []
+    token: dict[str, str] = {}
+    while True:
+        with object_call(f"list sessions in {location.url}"):
+            page = client.list_objects_v2(
+                Bucket=location.bucket, Prefix=prefix, Delimiter="/", **token
+            )
+        names.extend(
+            entry["Prefix"][len(prefix) :].rstrip("/")
+            for entry in page.get("CommonPrefixes", [])
+        )
+        if not page.get("IsTruncated"):
+            return sorted(names)
+        token = {"ContinuationToken": page["NextContinuationToken"]}
+
+
 @dataclass(frozen=True)
 class ListedObject:
     """One object a listing found: its name under the session, size, ETag, age."""
@@ -918,4 +937,5 @@ __all__ = [
     "ObjectBlob",
     "SpoolBlob",
     "checksum_of_whole",
+    "vault_session_ids",
 ]

@@ -26,6 +26,7 @@ from spillvault.adapters.storage.postgres_store import (
     PostgresBackend,
     synchronous_options,
 )
+from spillvault.adapters.storage.s3_client import s3_client
 from spillvault.domain.enums import (
     ArtifactLeasePhase,
     ArtifactReconciliationStatus,
@@ -37,6 +38,7 @@ from support.fakes import FakeClock
 from support.leases import T0
 from support.pg_fixture import server_or_skip
 from support.pgserver import in_ci
+from support.seaweedfs import S3Server, s3_environment
 
 try:
     import psycopg
@@ -220,10 +222,25 @@ def test_the_owner_connections_commit_synchronously(role_dsn: str) -> None:
 # acknowledged events survive a server crash ---------------------------------
 
 
+@pytest.fixture(params=["directory", "vault"])
+def place(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[str, dict[str, str]]:
+    """Where the session lives: a directory, or a vault (SeaweedFS, issue 18)."""
+    if request.param == "directory":
+        return str(tmp_path / "s"), {}
+    server: S3Server = request.getfixturevalue("s3_server")
+    for name, value in s3_environment(server).items():
+        monkeypatch.setenv(name, value)
+    bucket = "durability-" + uuid.uuid4().hex[:12]
+    s3_client().create_bucket(Bucket=bucket)
+    return "s", {"artifacts": f"s3://{bucket}/pg"}
+
+
 def test_acknowledged_lease_events_survive_a_crash_of_a_server_tuned_not_to_wait(
-    crashable: PostgresServer, tmp_path: Path
+    crashable: PostgresServer, place: tuple[str, dict[str, str]]
 ) -> None:
-    server, session_dir = crashable, tmp_path / "s"
+    server, (session_dir, where) = crashable, place
     owner = PostgresOwner(server.dsn, schema="owner_crash")
     marks: list[str] = []
 
@@ -232,7 +249,9 @@ def test_acknowledged_lease_events_survive_a_crash_of_a_server_tuned_not_to_wait
         msg = "the server went away mid-publication"
         raise ConnectionError(msg)
 
-    with open_session(session_dir, event_store=server.dsn, clock=FakeClock(T0)) as s:
+    with open_session(
+        session_dir, event_store=server.dsn, clock=FakeClock(T0), **where
+    ) as s:
         ref = reference(s)
         wal_writer = freeze_wal_writer(server.dsn)
         s.journal.publish_reference(
@@ -249,7 +268,7 @@ def test_acknowledged_lease_events_survive_a_crash_of_a_server_tuned_not_to_wait
         server.start()
 
     assert control_rows(server.dsn, marks[0]) == 0  # unsynchronised: lost
-    with open_session(session_dir, event_store=server.dsn) as session:
+    with open_session(session_dir, event_store=server.dsn, **where) as session:
         done, flight = (session.store.get_lease(tx) for tx in ("tx-done", "tx-flight"))
         assert done.phase_history == ["prepared", "committed"]
         assert flight.phase_history == ["prepared"]
