@@ -12,6 +12,8 @@ from spillvault.adapters.cli.sessions import open_existing
 from spillvault.adapters.cli.tables import MISSING, age_text
 from spillvault.adapters.services import gc
 from spillvault.adapters.session import open_session, vault_from_environment
+from spillvault.adapters.storage.object_store import vault_session_ids
+from spillvault.adapters.storage.s3_client import s3_client
 from spillvault.adapters.storage.session_root import session_root, sessions_under
 from spillvault.domain.enums import ArtifactCleanupStatus as Status
 from spillvault.domain.errors import ArtifactIntegrityError, ArtifactLeaseJournalError
@@ -130,9 +132,15 @@ def _gc_all_sessions(args: argparse.Namespace) -> int:
         usage_error: Callable[[str], NoReturn] = args.usage_error
         usage_error("--all-sessions and --session are mutually exclusive: pass one")
     root = session_root()
-    paths = sessions_under(root)
+    vault = vault_from_environment()
+    if vault:
+        ids = vault_session_ids(vault["artifacts"], s3_client())
+        paths = [os.path.join(root, session_id) for session_id in ids]
+        where = vault["artifacts"].url
+    else:
+        paths, where = sessions_under(root), root
     if not paths and not args.json:
-        sys.stdout.write(f"no sessions under {root}\n")
+        sys.stdout.write(f"no sessions under {where}\n")
     entries: list[dict[str, Any]] = []
     left: int | None = args.max  # --max bounds the whole run, not each session
     for path in paths:

@@ -117,6 +117,12 @@ def test_a_fleet_runs_reads_lists_verifies_and_collects_through_the_cli(
 
     anyio.run(scenario)
 
+    every = _run(tmp_path / "c", vault, "gc", "--all-sessions", "--ttl", "0s", "--json")
+    assert every.returncode == 0, every.stderr
+    summary = json.loads(every.stdout)
+    assert [entry["session"] for entry in summary["sessions"]] == ["fleet-cli"]
+    assert summary["totals"]["planned_delete"] == 1
+    assert summary["totals"]["deleted"] == 0  # a dry run
     collected = _run(
         tmp_path / "c",
         vault,

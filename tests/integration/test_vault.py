@@ -100,6 +100,12 @@ def test_a_handle_spilled_on_one_host_reads_and_greps_on_another(
     assert grep.returncode == 0, grep.stderr
     assert "40001" in grep.stdout
     assert not (tmp_path / "b" / "sessions" / "run-1").exists()  # nothing local
+    with _open(vault, "run-1", mode="read") as elsewhere:  # the model's own tools
+        answer = elsewhere.externalizer.handle_tool_call(
+            "grep_artifact", {"handle": handle, "pattern": "FAILED"}
+        )
+        assert "40001" in answer
+        assert "FAILED test_last" in answer
 
 
 def test_a_vault_needs_a_postgresql_event_store(vault: dict[str, str]) -> None:
