@@ -140,6 +140,7 @@ class ArtifactReader:
         offset = _first_offset(offset, start_line)
         limit = _non_negative(limit, "limit")
         with self._open(artifact) as chunks:
+            chunks.preload_lines(offset, limit)
             span = chunks.line_span(offset, limit)
             if span is None:
                 return ""
@@ -358,18 +359,53 @@ class _Chunks:
 
     def load(self, index: int) -> bytes:
         """Read chunk `index` whole and verify it (safe on any thread)."""
-        base = index * CHUNK_SIZE
-        want = min(CHUNK_SIZE, self.size - base)
+        return self._verified(index, self._read(index, index))
+
+    def _read(self, first: int, last: int) -> bytes:
+        """Read chunks `first..last` in one read (one request to an object store)."""
+        base = first * CHUNK_SIZE
+        want = min((last + 1) * CHUNK_SIZE, self.size) - base
         data = self.blob.read_at(base, want)
         if len(data) != want:
-            msg = f"size mismatch: {self.filename} shrank while reading chunk {index}"
+            msg = f"size mismatch: {self.filename} shrank while reading chunk {first}"
             raise ArtifactIntegrityError(msg)
+        return data
+
+    def _verified(self, index: int, data: bytes) -> bytes:
         if self.content is not None:
             digest = hashlib.sha256(data).hexdigest()
             if digest != self.content.chunk_sha256[index]:
                 msg = f"digest mismatch in chunk {index} of {self.filename}"
                 raise ArtifactIntegrityError(msg)
         return data
+
+    def preload_lines(self, offset: int, limit: int) -> None:
+        """Read every chunk line pieces `[offset, offset + limit)` touch, at once.
+
+        The recorded newline counts say which chunks those are before any byte
+        is read, so a page costs one read of its chunks (one ranged GET) rather
+        than one per chunk. Only for sealed artifacts, and pages of a few chunks.
+        """
+        prefix = self._prefix
+        if self.content is None or limit == 0 or offset > prefix[-1]:
+            return
+        # The newline before line piece `offset` (none for the first), and the
+        # one ending piece `offset + limit - 1` (none after the last: the end).
+        first = bisect.bisect_left(prefix, offset) - 1 if offset else 0
+        ending = offset + limit
+        last = bisect.bisect_left(prefix, ending) - 1 if ending <= prefix[-1] else -1
+        last = self.count - 1 if last < 0 else last
+        first = max(first, 0)
+        wanted = [i for i in range(first, last + 1) if i not in self._cache]
+        if not wanted or last - first + 1 > _CACHE_CHUNKS:
+            return
+        data = self._read(wanted[0], wanted[-1])
+        for index in range(wanted[0], wanted[-1] + 1):
+            base = (index - wanted[0]) * CHUNK_SIZE
+            chunk = self._verified(index, data[base : base + CHUNK_SIZE])
+            if len(self._cache) >= _CACHE_CHUNKS:
+                del self._cache[next(iter(self._cache))]
+            self._cache[index] = chunk
 
     def prefetch(self, first: int) -> None:
         """Start reading and verifying the chunks after `first - 1` ahead."""

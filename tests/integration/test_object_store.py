@@ -208,3 +208,26 @@ def test_a_location_round_trips() -> None:
     assert location.key("s1", "tool_result_001.txt") == (
         "fleet/ci/s1/tool_result_001.txt"
     )
+
+
+def test_a_page_is_one_ranged_get_of_the_chunks_it_touches(
+    store: ObjectArtifactStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spillvault.adapters.services.reader import ArtifactReader  # noqa: PLC0415
+
+    data = _lines(600_000)  # about 6 MiB
+    artifact = store.store([data], source_tool="t")
+    handle = store.handle_for(artifact.filename)
+    boundary = data.count(b"\n", 0, 2 * CHUNK_SIZE)  # a page across chunks 1 and 2
+    ranges: list[str] = []
+    real = store.client.get_object
+
+    def counting(**kwargs: Any) -> Any:
+        ranges.append(kwargs["Range"])
+        return real(**kwargs)
+
+    monkeypatch.setattr(store.client, "get_object", counting)
+    page = ArtifactReader(store.session, store).read_artifact(handle, boundary - 2, 5)
+    expected = b"\n".join(data.split(b"\n")[boundary - 2 : boundary + 3]).decode()
+    assert page == expected
+    assert ranges == [f"bytes={CHUNK_SIZE}-{3 * CHUNK_SIZE - 1}"]
