@@ -29,6 +29,7 @@ import os
 import shlex
 import tempfile
 import threading
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass
@@ -73,6 +74,8 @@ logger = logging.getLogger(__name__)
 
 PART_SIZE = 8 * CHUNK_SIZE
 """Bytes per multipart part (S3's least is 5 MiB; 10,000 parts make 80 GiB)."""
+PARTS_IN_FLIGHT = 2
+"""Parts uploading at once while the caller hashes the next."""
 _KEY_ATTEMPTS = 64
 STALE_UPLOAD_AGE = timedelta(hours=24)
 """An unfinished upload older than this is a crash's leftover, never a writer's."""
@@ -599,9 +602,9 @@ class _Upload:
 
     Bytes collect in a buffer until a part is full; a full part goes to a
     helper thread that takes its SHA-256 and uploads it while the caller
-    hashes the next. At most one part is in flight, so memory stays within
-    about two parts. A key is taken when the first part leaves (a multipart
-    upload needs it from the start) or, for a small output, at the put.
+    hashes the next. At most `PARTS_IN_FLIGHT` parts are in flight, so memory
+    stays within a few parts. A key is taken when the first part leaves (a
+    multipart upload needs it from the start) or, for a small output, at the put.
     """
 
     def __init__(
@@ -620,7 +623,7 @@ class _Upload:
         self.filename = filename
         self._upload_id: str | None = None
         self._parts: list[dict[str, Any]] = []
-        self._pending: Future[dict[str, Any]] | None = None
+        self._pending: deque[Future[dict[str, Any]]] = deque()
         self._pool: ThreadPoolExecutor | None = None
         self._published: StoredObject | None = None
 
@@ -640,11 +643,14 @@ class _Upload:
     def _send_part(self, part: bytes) -> None:
         if self._upload_id is None:
             self._begin_multipart()
-        self._wait_pending()
-        number = len(self._parts) + 1
+        while len(self._pending) >= PARTS_IN_FLIGHT:
+            self._parts.append(self._pending.popleft().result())
+        number = len(self._parts) + len(self._pending) + 1
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="spillvault-upload")
-        self._pending = self._pool.submit(self._upload_part, number, part)
+            self._pool = ThreadPoolExecutor(
+                PARTS_IN_FLIGHT, thread_name_prefix="spillvault-upload"
+            )
+        self._pending.append(self._pool.submit(self._upload_part, number, part))
 
     def _begin_multipart(self) -> None:
         if self.filename is None:
@@ -676,9 +682,8 @@ class _Upload:
         }
 
     def _wait_pending(self) -> None:
-        if self._pending is not None:
-            pending, self._pending = self._pending, None
-            self._parts.append(pending.result())
+        while self._pending:
+            self._parts.append(self._pending.popleft().result())
 
     def publish(self) -> tuple[str, StoredObject]:
         """Make the object visible, create-only; return its name and its facts."""
@@ -765,10 +770,9 @@ class _Upload:
             logger.warning("could not clean up %s after a failure: %s", key, error)
 
     def _shutdown(self) -> None:
-        if self._pending is not None:
-            pending, self._pending = self._pending, None
+        while self._pending:
             with suppress(Exception):  # the caller's error wins
-                self._parts.append(pending.result())
+                self._parts.append(self._pending.popleft().result())
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
