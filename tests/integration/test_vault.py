@@ -13,7 +13,7 @@ import itertools
 import os
 import subprocess
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -26,7 +26,6 @@ from spillvault.domain.errors import (
 )
 from spillvault.domain.values import ArtifactCleanupPolicy, ArtifactRetentionClaim
 
-from support.dates import fixed
 from support.seaweedfs import S3Server, s3_environment
 
 if TYPE_CHECKING:
@@ -139,7 +138,7 @@ def _claim(session: Session, handle: str) -> ArtifactRetentionClaim:
 def test_gc_on_one_host_deletes_only_what_no_lease_protects(
     vault: dict[str, str],
 ) -> None:
-    clock_now = fixed(2026)
+    clock_now = datetime.now(UTC)  # objects age by the server's clock
     with _open(vault, "gc-1") as writer:
         kept = _handle(writer, LOG)
         dropped = _handle(writer, LOG + "x\n")
@@ -171,7 +170,7 @@ def test_an_intent_a_crash_left_is_settled_by_the_next_open(
         artifact = session.store.get_artifact(name)
         assert artifact is not None
         with session.lock:
-            artifact.quarantine("intent-1", quarantined_at=fixed(2026))
+            artifact.quarantine("intent-1", quarantined_at=datetime.now(UTC))
             session.store.save_aggregates(artifact)  # then the "crash"
     with _open(vault, "crash-1") as reopened:
         assert reopened.recovery is not None

@@ -22,8 +22,6 @@ from spillvault.domain.enums import ArtifactCleanupStatus, ArtifactState
 from spillvault.domain.errors import ObjectStoreError
 from spillvault.domain.values import ArtifactCleanupPolicy
 
-from support.dates import fixed
-from support.fakes import FakeClock
 from support.seaweedfs import SeaweedFS, s3_environment
 
 if TYPE_CHECKING:
@@ -32,7 +30,6 @@ if TYPE_CHECKING:
 
     from spillvault.adapters.session import Session
 
-T0 = fixed(2026)
 BIG = "".join(f"line {n} of a long build log\n" for n in range(700_000))  # ~20 MB
 _buckets = itertools.count(1)
 
@@ -61,7 +58,17 @@ def vault(
     return {"artifacts": f"s3://{bucket}/f", "event_store": postgres_dsn}
 
 
-def _open(vault: dict[str, str], name: str, clock: FakeClock, **kw: Any) -> Session:
+class _Clock:
+    """A clock that says `at` (now: objects age by the server's clock, not a date)."""
+
+    def __init__(self, at: datetime | None = None) -> None:
+        self.at = at or datetime.now(UTC)
+
+    def now(self) -> datetime:
+        return self.at
+
+
+def _open(vault: dict[str, str], name: str, clock: _Clock, **kw: Any) -> Session:
     return open_session(name, clock=clock, **vault, **kw)
 
 
@@ -103,7 +110,7 @@ def _before_call(
 def test_the_server_killed_mid_upload_keeps_the_original_and_shows_no_object(
     vault: dict[str, str], weed: SeaweedFS
 ) -> None:
-    clock = FakeClock(T0)
+    clock = _Clock()
     with (
         _open(vault, "upload-1", clock) as session,
         pytest.MonkeyPatch.context() as patch,
@@ -115,7 +122,7 @@ def test_the_server_killed_mid_upload_keeps_the_original_and_shows_no_object(
         assert outcome.artifact is None
     weed.start()
     # An upload's age is the server's: measured from its clock, a day on.
-    later_clock = FakeClock(datetime.now(UTC) + timedelta(hours=25))
+    later_clock = _Clock(datetime.now(UTC) + timedelta(hours=25))
     with _open(vault, "upload-1", later_clock) as later:
         store = later.externalizer.store
         assert store.object_names() == []  # type: ignore[attr-defined]
@@ -130,7 +137,7 @@ def test_the_server_killed_mid_upload_keeps_the_original_and_shows_no_object(
 def test_a_stopped_or_frozen_server_is_a_typed_error_never_a_hang(
     vault: dict[str, str], weed: SeaweedFS
 ) -> None:
-    with _open(vault, "down-1", FakeClock(T0)) as session:
+    with _open(vault, "down-1", _Clock()) as session:
         handle = session.externalizer.process(BIG[:200_000], "bash").artifact
         assert handle is not None
         processes = _pids_of(weed)
@@ -167,7 +174,7 @@ def _gc(session: Session) -> Any:
 def test_the_server_killed_before_a_delete_keeps_the_object_and_its_event(
     vault: dict[str, str], weed: SeaweedFS
 ) -> None:
-    clock = FakeClock(T0)
+    clock = _Clock()
     with _open(vault, "gc-kill-1", clock) as session:
         artifact = session.externalizer.process(BIG[:400_000], "bash").artifact
         assert artifact is not None
@@ -196,7 +203,7 @@ class _HostDied(BaseException):
 def test_a_gc_host_dying_after_the_delete_is_finished_from_its_intent(
     vault: dict[str, str],
 ) -> None:
-    clock = FakeClock(T0)
+    clock = _Clock()
 
     def die() -> None:
         raise _HostDied
