@@ -61,6 +61,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if module is None:
             continue
         if module.__name__ not in verdicts:
-            verdicts[module.__name__] = _uses_fixed_dates(module, set())
+            # A module whose clocks start at the real time declares it: the
+            # support code it shares may hold fixed dates it never uses.
+            real_time = getattr(module, "CLOCKS_START_AT_REAL_TIME", False)
+            verdicts[module.__name__] = not real_time and _uses_fixed_dates(
+                module, set()
+            )
         if verdicts[module.__name__]:
             item.add_marker(pytest.mark.dated)
