@@ -2,13 +2,15 @@
 
 The object-store counterpart of test_crash_fuzz.py, on the real servers
 (SeaweedFS and PostgreSQL). Rules spill outputs through the gate (single puts,
-now and then a multipart upload), prepare, publish with the owner's failure
-knobs, commit, remove, reconcile, replay stale publishers, expire leases, plan
-and apply GC, and crash. Any rule may carry a hazard: a crash before or after
-one of its S3 calls or event saves, or a network fault on an S3 call.
-`VaultCrashWorld.check()` asserts I1 to I4 and the object invariants O1 and O2
-after every rule and every recovery; each crash and fault checks I5 and O3
-(see `support.vault_crash_world`).
+now and then a multipart upload), read them back, prepare, publish with the
+owner's failure knobs, commit, remove, reconcile, replay stale publishers,
+expire leases, plan and apply GC, and crash. Each example starts from what past
+lives left: outputs spilled a day ago, maybe one a crash cut short, maybe a GC
+run that died in its delete window. Any rule may carry a hazard: a crash
+before or after one of its S3 calls or event saves, or a network fault on an
+S3 call. `VaultCrashWorld.check()` asserts I1 to I4 and the object invariants
+O1 and O2 after every rule and every recovery; each crash and fault checks I5
+and O3 (see `support.vault_crash_world`).
 
 Fast tier (`make test`): 25 examples x 30 steps, about 45 s on two cores; the
 long tier (`SPILLVAULT_TEST_TIER=long`): 300 x 60 with a random seed, about
@@ -122,6 +124,7 @@ PLAN = Aims(
     crash=("save Artifact.", "list_objects_v2", "head_object", "get_object"),
     fault=("list_objects_v2", "head_object", "get_object"),
 )
+READ = Aims(crash=("get_object",), fault=("get_object",))
 APPLY = Aims(
     crash=("delete_object", "save Artifact.", "head_object"),
     fault=("delete_object", "head_object"),
@@ -220,6 +223,10 @@ class VaultCrashMachine(RuleBasedStateMachine):
     def store_artifact(self, size: int, how: dict[str, Any]) -> Any:
         reference = self.w.store_artifact(size, **how)
         return multiple() if reference is None else multiple(reference)
+
+    @rule(artifact=artifacts, how=hazards(READ))
+    def read_back(self, artifact: ArtifactReference, how: Any) -> None:
+        self.w.read_back(artifact, **how)
 
     @rule(artifact=artifacts, retain_hours=retain, how=hazards(LEASE))
     def prepare(

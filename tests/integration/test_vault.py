@@ -181,3 +181,21 @@ def test_an_intent_a_crash_left_is_settled_by_the_next_open(
         assert "FAILED test_last" in reopened.externalizer.read_artifact(
             handle, 40_000, 1
         )
+
+
+def test_the_raw_claims_gc_of_a_vault_keeps_what_a_claim_names(
+    vault: dict[str, str],
+) -> None:
+    """Before any lease, the seed's raw-claims GC works on a vault too (S6.4)."""
+    later = datetime.now(UTC) + timedelta(days=1)
+    policy = ArtifactCleanupPolicy(orphan_ttl_seconds=60, dry_run=False)
+    with _open(vault, "raw-1") as session:
+        kept = _handle(session, LOG)
+        dropped = _handle(session, LOG + "y\n")
+        claims = [_claim(session, kept)]
+        ext = session.externalizer
+        plan = ext.plan_cleanup(claims, policy=policy, now=later)
+        report = ext.apply_cleanup(plan, claims=claims, now=later)
+        deleted = {d.filename for d in report.decisions if d.status.value == "deleted"}
+        assert deleted == {ext.store.resolve(dropped)}
+        assert ext.store.object_names() == [ext.store.resolve(kept)]  # type: ignore[attr-defined]

@@ -89,6 +89,7 @@ from spillvault.domain.enums import (
     ArtifactState,
 )
 from spillvault.domain.errors import (
+    ArtifactAccessError,
     ArtifactIntegrityError,
     ArtifactLeaseJournalError,
     ArtifactPublicationRejected,
@@ -647,7 +648,7 @@ class VaultCrashWorld:
             self.reopen()
             return Outcome(error=error)
         if not isinstance(error, expected):
-            raise error
+            raise self.violation(f"{name} raised {error!r}") from error
         self.check()
         self.acknowledge()
         return Outcome(error=error)
@@ -679,6 +680,28 @@ class VaultCrashWorld:
         self.oracle.spills[filename] = reference.content_sha256
         self.stored[filename] = reference
         return reference
+
+    def read_back(
+        self, reference: ArtifactReference, hazard: Hazard | None = None
+    ) -> None:
+        """Read a spill whole through the reader (it checks every chunk's digest)."""
+        outcome = self.attempt(
+            f"read {reference.handle}",
+            lambda: self.session.externalizer.read_artifact_bytes(
+                reference.handle, 0, reference.size_bytes
+            ),
+            hazard=hazard,
+            expected=(ArtifactAccessError,),
+        )
+        filename = self.session.externalizer.store.resolve(reference.handle)
+        artifact = self.artifacts.get(filename)
+        state = None if artifact is None else artifact.artifact_state
+        if outcome.ok:
+            if hashlib.sha256(outcome.value).hexdigest() != reference.content_sha256:
+                raise self.violation(f"I1: {filename} reads back other bytes")
+        elif outcome.error is not None and self.struck is None and state in STORED:
+            msg = f"I1: {state} artifact {filename} is refused: {outcome.error!r}"
+            raise self.violation(msg)
 
     def _claim(
         self, reference: ArtifactReference, retain_hours: float | None
