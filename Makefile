@@ -59,7 +59,8 @@ test-dates: $(STAMP)
 fuzz: $(STAMP) system-deps
 	SPILLVAULT_TEST_TIER=long $(BIN)/pytest -s tests/crash/test_crash_fuzz.py \
 		tests/crash/test_crash_enumeration.py tests/crash/test_crash_sigkill.py \
-		tests/crash/test_io_error_sweep.py tests/crash/test_real_kernel_faults.py
+		tests/crash/test_io_error_sweep.py tests/crash/test_real_kernel_faults.py \
+		tests/crash/test_vault_crash_fuzz.py
 
 lint: $(STAMP) typecheck
 	$(BIN)/ruff check .
