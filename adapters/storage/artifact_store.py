@@ -23,13 +23,13 @@ import fcntl
 import logging
 import os
 import secrets
-import shlex
 import stat
 import weakref
 from contextlib import closing, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
+from spillvault.adapters.storage.artifact_names import SessionArtifactNames
 from spillvault.adapters.storage.content_writer import (
     ContentWriter,
     digest_open_file,
@@ -48,16 +48,12 @@ from spillvault.domain.errors import ArtifactAccessError, ArtifactIntegrityError
 from spillvault.domain.handles import (
     MAX_ARTIFACT_DIGITS,
     MAX_ARTIFACT_NUMBER,
-    handle_of,
-    parse_handle,
 )
 from spillvault.domain.summary import check_summary
 from spillvault.domain.values import (
     ArtifactReference,
-    ArtifactSource,
     artifact_filename,
     artifact_number,
-    parse_artifact_source_id,
 )
 
 if TYPE_CHECKING:
@@ -86,7 +82,7 @@ def _as_bytes(chunk: object) -> bytes:
     raise TypeError(msg)
 
 
-class LocalArtifactStore:
+class LocalArtifactStore(SessionArtifactNames):
     """Artifacts as private files in `<session>/tool-results/` (S2.1)."""
 
     def __init__(self, session: SessionHandles) -> None:
@@ -137,14 +133,6 @@ class LocalArtifactStore:
 
     # handles (S1.5, S3.2) ---------------------------------------------------
 
-    def handle_for(self, filename: str) -> str:
-        """Return the handle of an artifact: `<session-id>/<number>`."""
-        return handle_of(self._session.session_id, filename)
-
-    def longest_handle(self) -> str:
-        """Return a handle at least as long as any this store will issue."""
-        return self.handle_for(artifact_filename(MAX_ARTIFACT_NUMBER))
-
     def resolve(self, handle: str) -> str:
         """Return the filename `handle` names, if it is an artifact of this session.
 
@@ -165,35 +153,6 @@ class LocalArtifactStore:
             raise ArtifactAccessError(msg)
         return filename
 
-    def _parse(self, handle: object) -> str:
-        if not isinstance(handle, str):
-            msg = f"artifact handle must be a string, not {type(handle).__name__}"
-            raise ArtifactAccessError(msg)
-        if "\x00" in handle:
-            msg = "artifact handle contains a NUL byte"
-            raise ArtifactAccessError(msg)
-        if handle.startswith("artifact:"):
-            return self._parse_source_id(handle)
-        if handle.startswith("/"):
-            return self._parse_path(handle)
-        parsed = parse_handle(handle)
-        if parsed is None:
-            msg = (
-                f"not an artifact handle: {handle[:300]!r} "
-                "(a handle is <session-id>/<number>, e.g. as the notice shows it)"
-            )
-            raise ArtifactAccessError(msg)
-        self._check_session(parsed.session_id, handle)
-        return parsed.filename
-
-    def _check_session(self, session_id: str, handle: str) -> None:
-        if session_id != self._session.session_id:
-            msg = (
-                f"artifact handle {handle[:300]!r} belongs to session "
-                f"{session_id[:100]!r}, not {self._session.session_id!r}"
-            )
-            raise ArtifactAccessError(msg)
-
     def _parse_path(self, handle: str) -> str:
         directory, _, filename = handle.rpartition("/")
         if directory != self.tool_results_dir:
@@ -204,24 +163,6 @@ class LocalArtifactStore:
             raise ArtifactAccessError(msg)
         return filename
 
-    def _parse_source_id(self, handle: str) -> str:
-        try:
-            source = parse_artifact_source_id(handle)
-        except ValueError as error:
-            raise ArtifactAccessError(str(error)) from None
-        self._check_session(source.session_id, handle)
-        artifact = self._session.store.get_artifact(source.filename)
-        content = None if artifact is None else artifact.stored_content
-        if content is not None and not source.matches_digest(content.content_sha256):
-            msg = f"source id {handle[:300]!r} names other content than the artifact"
-            raise ArtifactAccessError(msg)
-        return source.filename
-
-    def hint(self, handle: str) -> str:
-        """Return the shell command that reads the artifact (the backend's hint)."""
-        self._parse(handle)
-        return f"spillvault read {shlex.quote(handle)}"
-
     def open_for_read(self, handle_or_filename: str) -> FileBlob:
         """Open an artifact read-only per A4; the caller closes the blob.
 
@@ -230,19 +171,7 @@ class LocalArtifactStore:
         tool-results descriptor (a FIFO never blocks), then `fstat` demands an
         owned, private regular file. A missing file raises `FileNotFoundError`.
         """
-        if isinstance(handle_or_filename, str) and "/" in handle_or_filename:
-            filename = self._parse(handle_or_filename)
-        else:
-            if isinstance(handle_or_filename, str) and "\x00" in handle_or_filename:
-                msg = "artifact name contains a NUL byte"
-                raise ArtifactAccessError(msg)
-            if (
-                not isinstance(handle_or_filename, str)
-                or artifact_number(handle_or_filename) is None
-            ):
-                msg = f"not a canonical artifact name: {handle_or_filename!r}"
-                raise ArtifactAccessError(msg)
-            filename = handle_or_filename
+        filename = self._parse_name(handle_or_filename)
         fd = open_artifact_file(self._fs, filename, dir_fd=self.dir_fd)
         try:
             return FileBlob(self._fs, fd)
@@ -260,24 +189,7 @@ class LocalArtifactStore:
 
     def reference_for(self, artifact: Artifact) -> ArtifactReference:
         """Return the S4.1 reference of a stored (not open) artifact."""
-        content = artifact.stored_content
-        source_id = artifact.source_id(self._session.session_id)
-        if content is None or source_id is None or artifact.summary is None:
-            msg = f"{artifact.filename} is still open: no digest to reference yet"
-            raise ValueError(msg)
-        return ArtifactReference(
-            path=Path(self.tool_results_dir, artifact.filename),
-            handle=self.handle_for(artifact.filename),
-            summary=artifact.summary,
-            source_tool=artifact.source_tool,
-            source=ArtifactSource(
-                source_id=source_id,
-                title=f"{artifact.source_tool} output ({artifact.filename})",
-                captured_at=artifact.created_at,
-            ),
-            size_bytes=content.size_bytes,
-            content_sha256=content.content_sha256,
-        )
+        return self._reference(artifact, Path(self.tool_results_dir, artifact.filename))
 
     # storing a whole output (S2.4, A2, A3) ----------------------------------
 

@@ -26,7 +26,6 @@ import errno
 import hashlib
 import logging
 import os
-import shlex
 import tempfile
 import threading
 from collections import deque
@@ -34,9 +33,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
+from spillvault.adapters.storage.artifact_names import SessionArtifactNames
 from spillvault.adapters.storage.content_writer import ContentHasher, summary_for
 from spillvault.adapters.storage.s3_client import (
     PreconditionFailedError,
@@ -50,14 +49,11 @@ from spillvault.domain.errors import (
     ArtifactIntegrityError,
     ObjectStoreError,
 )
-from spillvault.domain.handles import MAX_ARTIFACT_NUMBER, handle_of, parse_handle
+from spillvault.domain.handles import MAX_ARTIFACT_NUMBER
 from spillvault.domain.summary import check_summary
 from spillvault.domain.values import (
     ArtifactReference,
-    ArtifactSource,
     artifact_filename,
-    artifact_number,
-    parse_artifact_source_id,
 )
 
 if TYPE_CHECKING:
@@ -99,7 +95,7 @@ def checksum_of_whole(content_sha256: str) -> str:
     return _b64(binascii.unhexlify(content_sha256))
 
 
-class ObjectArtifactStore:
+class ObjectArtifactStore(SessionArtifactNames):
     """A session's artifacts as objects under `<prefix>/<session-id>/` (S2, S2.7)."""
 
     def __init__(
@@ -155,109 +151,30 @@ class ObjectArtifactStore:
 
     # handles (S1.5, S3.2) ---------------------------------------------------
 
-    def handle_for(self, filename: str) -> str:
-        """Return the handle of an artifact: `<session-id>/<number>`."""
-        return handle_of(self._session.session_id, filename)
-
-    def longest_handle(self) -> str:
-        """Return a handle at least as long as any this store will issue."""
-        return self.handle_for(artifact_filename(MAX_ARTIFACT_NUMBER))
-
     def resolve(self, handle: str) -> str:
         """Return the filename `handle` names, if it is an artifact of this session.
 
         Accepted: the handle `<session-id>/<number>` and the artifact's source
         id. A path is refused: this session's artifacts are objects, not files.
         """
-        if not isinstance(handle, str):
-            msg = f"artifact handle must be a string, not {type(handle).__name__}"
-            raise ArtifactAccessError(msg)
-        if "\x00" in handle:
-            msg = "artifact handle contains a NUL byte"
-            raise ArtifactAccessError(msg)
-        if handle.startswith("artifact:"):
-            return self._parse_source_id(handle)
-        if handle.startswith("/"):
-            msg = (
-                f"artifact path {handle[:300]!r} names a local file; this session's "
-                f"artifacts are objects in {self._location.url}: use the handle"
-            )
-            raise ArtifactAccessError(msg)
-        parsed = parse_handle(handle)
-        if parsed is None:
-            msg = (
-                f"not an artifact handle: {handle[:300]!r} "
-                "(a handle is <session-id>/<number>, e.g. as the notice shows it)"
-            )
-            raise ArtifactAccessError(msg)
-        self._check_session(parsed.session_id, handle)
-        return parsed.filename
+        return self._parse(handle)
 
-    def _check_session(self, session_id: str, handle: str) -> None:
-        if session_id != self._session.session_id:
-            msg = (
-                f"artifact handle {handle[:300]!r} belongs to session "
-                f"{session_id[:100]!r}, not {self._session.session_id!r}"
-            )
-            raise ArtifactAccessError(msg)
-
-    def _parse_source_id(self, handle: str) -> str:
-        try:
-            source = parse_artifact_source_id(handle)
-        except ValueError as error:
-            raise ArtifactAccessError(str(error)) from None
-        self._check_session(source.session_id, handle)
-        artifact = self._session.store.get_artifact(source.filename)
-        content = None if artifact is None else artifact.stored_content
-        if content is not None and not source.matches_digest(content.content_sha256):
-            msg = f"source id {handle[:300]!r} names other content than the artifact"
-            raise ArtifactAccessError(msg)
-        return source.filename
-
-    def hint(self, handle: str) -> str:
-        """Return the shell command that reads the artifact (the backend's hint)."""
-        self.resolve(handle)
-        return f"spillvault read {shlex.quote(handle)}"
+    def _parse_path(self, handle: str) -> str:
+        msg = (
+            f"artifact path {handle[:300]!r} names a local file; this session's "
+            f"artifacts are objects in {self._location.url}: use the handle"
+        )
+        raise ArtifactAccessError(msg)
 
     def reference_for(self, artifact: Artifact) -> ArtifactReference:
         """Return the S4.1 reference of a stored (not open) artifact."""
-        content = artifact.stored_content
-        source_id = artifact.source_id(self._session.session_id)
-        if content is None or source_id is None or artifact.summary is None:
-            msg = f"{artifact.filename} is still open: no digest to reference yet"
-            raise ValueError(msg)
-        handle = self.handle_for(artifact.filename)
-        return ArtifactReference(
-            path=Path(handle),
-            handle=handle,
-            summary=artifact.summary,
-            source_tool=artifact.source_tool,
-            source=ArtifactSource(
-                source_id=source_id,
-                title=f"{artifact.source_tool} output ({artifact.filename})",
-                captured_at=artifact.created_at,
-            ),
-            size_bytes=content.size_bytes,
-            content_sha256=content.content_sha256,
-        )
+        return self._reference(artifact, None)
 
     # reading (S3) -----------------------------------------------------------
 
-    def _filename_of(self, handle_or_filename: object) -> str:
-        if isinstance(handle_or_filename, str) and "/" in handle_or_filename:
-            return self.resolve(handle_or_filename)
-        if (
-            not isinstance(handle_or_filename, str)
-            or "\x00" in handle_or_filename
-            or artifact_number(handle_or_filename) is None
-        ):
-            msg = f"not a canonical artifact name: {handle_or_filename!r:.300}"
-            raise ArtifactAccessError(msg)
-        return handle_or_filename
-
     def open_for_read(self, handle_or_filename: str) -> ObjectBlob | SpoolBlob:
         """Open an artifact for ranged reads (a stream this store writes: its spool)."""
-        filename = self._filename_of(handle_or_filename)
+        filename = self._parse_name(handle_or_filename)
         with self._streams_mutex:
             stream = self._streams.get(filename)
         if stream is not None:
