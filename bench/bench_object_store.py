@@ -25,8 +25,8 @@ the same boto3 client, every baseline taken in the same run:
    verified against its recorded digest. Baseline, the naive reader: GET the
    whole object, SHA-256 it, decode, split lines, slice 50 lines. Both must
    return the same text, and the local bytes' lines. Target: >= 50x faster.
-   The naive reader takes part in the first `--naive-runs` rounds only. (A
-   smaller artifact with fewer lines is paged a third of the way in.)
+   The naive reader takes part in the first `--naive-runs` rounds only. (An
+   artifact too short for line 1,000,000 is paged a third of the way in.)
 3. Concurrency. `--workers` (4) threads each `store.store` `--worker-mb`
    (25) MB on the same store and session, against one thread storing the
    same size: the aggregate MB/s of each, and the speed-up. For scale, the
@@ -53,12 +53,14 @@ under cProfile (the calling thread only: a part's upload shows as the wait
 for it).
 
 The figures are this server's, on the client's cores, not S3's. On SeaweedFS
-4.48 an 8 MiB part goes up at ~60 MB/s, which bounds (1) and (3); and a
-ranged GET of a large object costs 15-30 ms whatever its length (a 1 KB
-object's GET ~2 ms): the server seems to fetch the whole chunk it stored
-(files are split at `filer.maxMB`, 4 MB), which bounds (2) and (4). The
-clients' keep-alive connections are closed before the server is stopped:
-its graceful stop otherwise waits ~30 s for them.
+4.48 an 8 MiB part goes up at ~60 MB/s, which bounds (1) and (3). SeaweedFS
+gzips the chunks of a `.txt` object as it stores them, and splits objects
+into chunks of `-filer.maxMB` (4 MB by default), so any ranged GET, even of
+4 KB, inflates a whole chunk: 14 ms at 4 MB, 7 ms at 1 MB. The server here
+runs with `--filer-max-mb` (default 1), which makes its chunk spillvault's
+1 MiB chunk, as docs/deploy.md recommends; at 4 a page read took ~32 ms
+(32x). The clients' keep-alive connections are closed before the server is
+stopped: its graceful stop otherwise waits ~30 s for them.
 
 Run from the repository root:
 
@@ -128,6 +130,7 @@ DEFAULT_ROUNDS = 5
 DEFAULT_NAIVE_RUNS = 3
 DEFAULT_GETS = 200
 DEFAULT_SEED = 18
+DEFAULT_FILER_MAX_MB = 1  # SeaweedFS's chunk = spillvault's 1 MiB chunk
 SPILL_TARGET = 0.7
 PAGE_TARGET = 50.0
 PAGE_OFFSET = 1_000_000
@@ -208,7 +211,7 @@ def pieces_of(data: bytes) -> list[bytes]:
 
 
 @contextlib.contextmanager
-def seaweedfs(root: Path) -> Iterator[Any]:
+def seaweedfs(root: Path, filer_max_mb: int) -> Iterator[Any]:
     """Run the tests' SeaweedFS under `root`; point the AWS variables at it."""
     sys.path.insert(0, str(REPO / "tests"))
     from support.seaweedfs import (  # noqa: PLC0415 - tests/ is on sys.path now
@@ -216,7 +219,7 @@ def seaweedfs(root: Path) -> Iterator[Any]:
         s3_environment,
     )
 
-    with running_seaweedfs(root) as server:
+    with running_seaweedfs(root, (f"-filer.maxMB={filer_max_mb}",)) as server:
         os.environ.update(s3_environment(server))
         yield server
 
@@ -418,7 +421,8 @@ def page_rounds(
     handle = rig.store.handle_for(artifact.filename)
     key = rig.store.key(artifact.filename)
     reader = ArtifactReader(rig.session, rig.store)
-    offset = min(PAGE_OFFSET, content.line_count // 3)
+    fits = content.line_count >= PAGE_OFFSET + PAGE_LIMIT
+    offset = PAGE_OFFSET if fits else content.line_count // 3
     local = b"\n".join(data.split(b"\n")[offset : offset + PAGE_LIMIT]).decode()
     pages: dict[str, str] = {}
 
@@ -720,6 +724,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"ranged GETs per library in (4) ({DEFAULT_GETS})",
     )
     parser.add_argument(
+        "--filer-max-mb",
+        type=int,
+        default=DEFAULT_FILER_MAX_MB,
+        help=(
+            "SeaweedFS's -filer.maxMB, the size it splits objects into "
+            f"({DEFAULT_FILER_MAX_MB}; its own default is 4)"
+        ),
+    )
+    parser.add_argument(
         "--seed", type=int, default=DEFAULT_SEED, help="seed of (4)'s offsets"
     )
     parser.add_argument(
@@ -843,12 +856,12 @@ def bench(root: str, args: argparse.Namespace) -> int:
         f"after a warm-up ({args.naive_runs} for the naive reader)"
     )
     with (
-        seaweedfs(Path(root) / "seaweedfs") as server,
+        seaweedfs(Path(root) / "seaweedfs", args.filer_max_mb) as server,
         open_session(Path(root) / "bench-session", event_store="memory") as session,
     ):
         print(
-            f"SeaweedFS (weed mini) at {server.endpoint}, bucket {BUCKET}; "
-            "in-memory event store"
+            f"SeaweedFS (weed mini -filer.maxMB={args.filer_max_mb}) at "
+            f"{server.endpoint}, bucket {BUCKET}; in-memory event store"
         )
         results = measure(server, session, args, (spill_data, page_data, worker_data))
     report(args, results, (spill_data, worker_data))

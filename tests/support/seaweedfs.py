@@ -94,8 +94,9 @@ class SeaweedFS:
     objects written before a kill find each other again.
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, flags: tuple[str, ...] = ()) -> None:
         self.root = root
+        self.flags = flags
         self.ports = dict(zip(_PORTS, _free_ports(len(_PORTS)), strict=True))
         self.data = root / "data"
         self.data.mkdir(parents=True, exist_ok=True)
@@ -117,6 +118,7 @@ class SeaweedFS:
             "-s3.port.iceberg=0", "-s3.port.lance=0", f"-dir={self.data}",
             f"-s3.config={self.config}",
             *(f"-{flag}={port}" for flag, port in self.ports.items()),
+            *self.flags,
         ]  # fmt: skip
         with (self.root / "weed.log").open("ab") as log:
             self._process = process = subprocess.Popen(
@@ -157,9 +159,9 @@ class SeaweedFS:
 
 
 @contextlib.contextmanager
-def running_seaweedfs(root: Path) -> Iterator[S3Server]:
+def running_seaweedfs(root: Path, flags: tuple[str, ...] = ()) -> Iterator[S3Server]:
     """Run `weed mini` on loopback with data under `root`; stop it afterwards."""
-    weed = SeaweedFS(root)
+    weed = SeaweedFS(root, flags)
     try:
         yield weed.start()
     finally:

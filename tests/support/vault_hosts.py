@@ -4,9 +4,12 @@
 
 Every host reaches the vault only through its environment
 (`SPILLVAULT_ARTIFACTS`, `SPILLVAULT_EVENT_STORE`, the AWS variables) and keeps
-its local state in its own `SPILLVAULT_HOME`. WORKDIR is the test's
-orchestration only: A appends each acknowledged lease to `acked.jsonl`, B each
-reference it removed to `removed.jsonl`, and each host writes `ROLE.done`.
+its local state in its own `SPILLVAULT_HOME`. When the test can make one, a
+host runs in a network namespace of its own and reaches the servers only
+through the links `support.netns` opens; it writes its namespace to
+`ROLE.netns`. WORKDIR is the test's orchestration only: A appends each
+acknowledged lease to `acked.jsonl`, B each reference it removed to
+`removed.jsonl`, and each host writes `ROLE.done`.
 
 - spiller (A): COUNT times, spill an output and publish a lease on it into
   the PostgreSQL owner; a publication refused because GC took the artifact
@@ -31,6 +34,8 @@ from spillvault.adapters.owners.postgres_owner import PostgresOwner
 from spillvault.adapters.session import open_session, vault_from_environment
 from spillvault.domain.errors import ArtifactMissingError
 from spillvault.domain.values import ArtifactCleanupPolicy, ArtifactRetentionClaim
+
+from support.netns import network_namespace, start_links_from_environment
 
 OWNER_SCHEMA = "vault_hosts_owner"
 POLL = 0.05
@@ -140,6 +145,8 @@ ROLES = {"spiller": spiller, "reader": reader, "collector": collector}
 def main() -> None:
     """Run one role, then say so in WORKDIR."""
     role, session_id, work, count = sys.argv[1:5]
+    links = start_links_from_environment()
+    (Path(work) / f"{role}.netns").write_text(network_namespace())
     if role != "spiller":
         # Wait for the session to exist: A creates it.
         for _ in range(POLLS):
@@ -150,6 +157,8 @@ def main() -> None:
             time.sleep(POLL)
     ROLES[role](session_id, Path(work), int(count))
     (Path(work) / f"{role}.done").touch()
+    for link in links:
+        link.close()
 
 
 if __name__ == "__main__":
