@@ -98,6 +98,7 @@ DEFAULT_ERROR_EVERY = 7
 MIN_FREE_FOR_FULL = 3 * 1000 * MB
 RSS_TARGET_MB = 64.0
 RATIO_TARGET = 0.7
+PROCESS_TARGET = 0.8  # issue 19: a whole str at 0.8x of cat + sync + openssl
 FLAT_RATIO = 1.5  # "flat-ish": the largest input costs at most this much more
 TIMEIT_REPEAT = 7
 TIMEIT_SECONDS = 0.04  # per repeat and case
@@ -460,6 +461,7 @@ def spill_table(size: int, times: Rounds, shell_label: str) -> tuple[list[Row], 
     med = {name: times.stats(name).median for name in times.times}
     ratio = times.ratio("shell", "gated")  # throughput: baseline time / ours
     ok = ratio.of_medians >= RATIO_TARGET
+    whole = times.ratio("shell", "process")
     rows = [
         (
             f"1 spill {size / MB:.0f} MB: open_stream+write 1 MiB+close",
@@ -476,15 +478,15 @@ def spill_table(size: int, times: Rounds, shell_label: str) -> tuple[list[Row], 
             "-",
         ),
         (
-            f'  info: process({size / MB:.0f} MB str, "bash")',
+            f'1 process({size / MB:.0f} MB str, "bash"): encode, store, preview',
             mbps(size, med["process"]),
             "same baseline",
-            f"{med['shell'] / med['process']:.2f}x",
-            "-",
+            whole.describe(),
+            f">= {PROCESS_TARGET}x {verdict(ok=whole.of_medians >= PROCESS_TARGET)}",
         ),
     ]
-    note = "(1) rounds, seconds gated/shell: " + round_by_round(
-        times.seconds("gated"), times.seconds("shell")
+    note = "(1) rounds, seconds gated/process/shell: " + round_by_round(
+        times.seconds("gated"), times.seconds("process"), times.seconds("shell")
     )
     return rows, note
 

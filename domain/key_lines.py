@@ -11,7 +11,7 @@ is a candidate like `FAILED`. Only the first and the last
 
 from __future__ import annotations
 
-import re
+import copy
 from collections import deque
 from typing import TYPE_CHECKING, Final
 
@@ -20,7 +20,7 @@ from .policy import fold_case
 from .terminal import clean_terminal
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable, Iterator
 
     from .policy import SpillPolicy
 
@@ -32,64 +32,163 @@ KEY_LINE_SCAN_BYTES: Final = 4 * KEY_LINE_SCAN_CHARS  # always holds those chara
 BACK_WINDOW: Final = 16 * 1024
 """Bytes a block's last candidates are first looked for in (then 4x, 16x, ...)."""
 _SLAB: Final = 1 << 20  # characters of a region split into lines at a time
-_TERMINAL_NOISE: Final = re.compile(rb"[\x1b\r]")
 
 
 class _Collector:
-    """Keep the first 2k and the last 2k key-line candidates, in line order."""
+    """Keep the first 2k and the last 2k key-line candidates, in line order.
 
-    def __init__(self, max_key_lines: int) -> None:
+    With an `edge` of n bytes it also keeps every candidate that starts in
+    the first n bytes or in the last n bytes seen, and counts neither group
+    among the 2k: a preview shows at most that much at each end, so the first
+    and the last 2k candidates of whatever it leaves out are always kept.
+    Candidates come in line order, each with bounds on its start offset
+    (`low` <= start <= `high`); an edge keeps at most O(n) candidates.
+    """
+
+    def __init__(self, max_key_lines: int, edge: int = 0) -> None:
         self._cap = 2 * max_key_lines
+        self._edge = edge
+        self._near_start: list[KeyLine] = []
         self._first: list[KeyLine] = []
         self._last: deque[KeyLine] = deque(maxlen=self._cap)
+        self._near_end: deque[tuple[int, KeyLine]] = deque()  # (high, line)
 
     @property
     def cap(self) -> int:
         """How many candidates each end keeps."""
         return self._cap
 
+    @property
+    def edge(self) -> int:
+        """Bytes at each end whose candidates are all kept."""
+        return self._edge
+
     def room_in_first(self) -> int:
         """How many candidates the first group still takes."""
         return self._cap - len(self._first)
 
-    def add(self, number: int, text: str) -> None:
-        """Record one matching line."""
-        if len(self._first) < self._cap:
-            self._first.append((number, text))
+    def add(self, number: int, text: str, low: int = 0, high: int = 0) -> None:
+        """Record one matching line, starting at a byte offset in [low, high]."""
+        if self._cap == 0:
+            return
+        line = (number, text)
+        if low < self._edge:
+            self._near_start.append(line)
+        elif len(self._first) < self._cap:
+            self._first.append(line)
+        elif self._edge:
+            self._near_end.append((high, line))
         else:
-            self._last.append((number, text))
+            self._last.append(line)
 
-    def snapshot(self, extra: KeyLine | None = None) -> tuple[KeyLine, ...]:
-        """Return the kept candidates, plus `extra` (a later line) if given."""
+    def copy(self) -> _Collector:
+        """Return an independent copy."""
+        clone = copy.copy(self)
+        clone._near_start = list(self._near_start)  # noqa: SLF001
+        clone._first = list(self._first)  # noqa: SLF001
+        clone._last = self._last.copy()  # noqa: SLF001
+        clone._near_end = self._near_end.copy()  # noqa: SLF001
+        return clone
+
+    def advance(self, seen: int) -> None:
+        """Say `seen` bytes have gone by: older candidates leave the end's edge."""
+        horizon = seen - self._edge
+        while self._near_end and self._near_end[0][0] < horizon:
+            self._last.append(self._near_end.popleft()[1])
+
+    def snapshot(
+        self, extra: tuple[int, str, int] | None = None
+    ) -> tuple[KeyLine, ...]:
+        """Return the kept candidates, and `extra` (a later line, its start)."""
         if self._cap == 0:
             return ()
-        first, last = list(self._first), list(self._last)
+        near_start, first = list(self._near_start), list(self._first)
+        last, near_end = list(self._last), [line for _, line in self._near_end]
         if extra is not None:
-            if len(first) < self._cap:
-                first.append(extra)
+            number, text, start = extra
+            if start < self._edge:
+                near_start.append((number, text))
+            elif len(first) < self._cap:
+                first.append((number, text))
+            elif self._edge:
+                near_end.append((number, text))
             else:
-                last = [*last, extra][-self._cap :]
-        return tuple(first + last)
+                last = [*last, (number, text)][-self._cap :]
+        return tuple(near_start + first + last + near_end)
 
 
 class KeyLineScanner:
-    """Find key-line candidates in a byte stream, with bounded memory (S1.6)."""
+    """Find key-line candidates in a byte stream, with bounded memory (S1.6).
 
-    def __init__(self, policy: SpillPolicy, *, back_window: int = BACK_WINDOW) -> None:
+    `edge`: bytes at each end of the stream whose candidates are all kept
+    besides the first and last 2k (see `_Collector`); a preview whose head and
+    tail each come from at most that many bytes then gets every candidate it
+    could show. Chunks are judged once more than `edge` bytes follow them, so
+    only the stream's last `edge` bytes are judged line by line, once, when
+    the result is asked for; until then they are held (with the chunk they
+    start in).
+    """
+
+    def __init__(
+        self, policy: SpillPolicy, *, back_window: int = BACK_WINDOW, edge: int = 0
+    ) -> None:
         self._policy = policy
         self._match = policy.is_key_line
-        self._found = _Collector(policy.max_key_lines)
+        self._found = _Collector(policy.max_key_lines, edge)
         self._back_window = back_window
         self._fast = screen.AVAILABLE and policy.key_line_screen is not None
         self._line = 1
+        self._seen = 0  # bytes fed so far
+        self._judged = 0  # bytes judged so far
+        self._unjudged: deque[tuple[bytes, int | None]] = deque()
+        self._line_start = 0  # byte offset of the current line
         self._buffer = bytearray()
         self._pending = False  # bytes seen since the last newline
+
+    @property
+    def edge(self) -> int:
+        """Bytes at each end of the stream whose candidates are all kept."""
+        return self._found.edge
 
     def feed(self, data: bytes, newlines: int | None = None) -> None:
         """Scan the next chunk; lines end at newline bytes and may span chunks.
 
         `newlines`, when given, is the chunk's count of newline bytes.
         """
+        self._seen += len(data)
+        if not self._found.edge:
+            self._judge(data, newlines, final=False)
+            return
+        self._unjudged.append((data, newlines))
+        while self._seen - self._judged - len(self._unjudged[0][0]) >= self.edge:
+            chunk, count = self._unjudged.popleft()
+            self._judge(chunk, count, final=False)
+
+    def result(self) -> tuple[KeyLine, ...]:
+        """Return the candidates so far (an unterminated last line included)."""
+        if self._unjudged:
+            return self._judged_to_the_end().result()
+        extra = None
+        if self._pending:
+            text = self._current()
+            if self._match(text):
+                extra = (self._line, text, self._line_start)
+        return self._found.snapshot(extra)
+
+    def _judged_to_the_end(self) -> KeyLineScanner:
+        """Return a copy that has judged every chunk (this one may be fed more)."""
+        clone = copy.copy(self)
+        clone._found = self._found.copy()  # noqa: SLF001
+        clone._buffer = bytearray(self._buffer)  # noqa: SLF001
+        clone._unjudged = deque()  # noqa: SLF001
+        for chunk, count in self._unjudged:
+            clone._judge(chunk, count, final=True)  # noqa: SLF001
+        return clone
+
+    def _judge(self, data: bytes, newlines: int | None, *, final: bool) -> None:
+        """Judge the lines of the next chunk; `final`: it is in the end's edge."""
+        base = self._judged
+        self._judged += len(data)
         first = data.find(b"\n")
         if first < 0:
             self._keep(data, 0, len(data))
@@ -100,17 +199,24 @@ class KeyLineScanner:
         if last > first:
             # The whole lines strictly between the first and the last newline.
             inner = data.count(b"\n") if newlines is None else newlines
-            found: Iterable[KeyLine]
-            if self._fast and data.isascii() and not _TERMINAL_NOISE.search(data):
-                found = _AsciiBlock(data, first + 1, last, inner - 1, self).key_lines()
+            if self._fast and _plain_ascii(data):
+                block = _AsciiBlock(data, first + 1, last, inner - 1, self)
+                for index, scanned, at in block.key_lines(base, final=final):
+                    self._found.add(self._line + index, scanned, at, at)
             else:
                 # Decoding whole lines at once equals decoding each (b"\n"
                 # never sits inside a UTF-8 sequence).
                 text = data[first + 1 : last].decode("utf-8", "replace")
-                found = _key_lines_in(text, self._policy)
-            for index, scanned in found:
-                self._found.add(self._line + index, scanned)
+                # Every line takes at least its newline byte: bounds on where
+                # line `index` of `inner - 1` starts.
+                low, high = base + first + 1, base + last - (inner - 2)
+                for index, scanned in _key_lines_in(text, self._policy):
+                    self._found.add(
+                        self._line + index, scanned, low + index, high + index
+                    )
             self._line += inner - 1
+        self._line_start = base + last + 1
+        self._found.advance(self._seen)
         self._keep(data, last + 1, len(data))
 
     def _keep(self, data: bytes, start: int, stop: int) -> None:
@@ -130,19 +236,16 @@ class KeyLineScanner:
         """Judge the finished line and start the next."""
         text = self._current()
         if self._match(text):
-            self._found.add(self._line, text)
+            start = self._line_start
+            self._found.add(self._line, text, start, start)
         self._line += 1
         self._buffer.clear()
         self._pending = False
 
-    def result(self) -> tuple[KeyLine, ...]:
-        """Return the candidates so far (an unterminated last line included)."""
-        extra = None
-        if self._pending:
-            text = self._current()
-            if self._match(text):
-                extra = (self._line, text)
-        return self._found.snapshot(extra)
+
+def _plain_ascii(data: bytes) -> bool:
+    """Tell whether `data` is ASCII with no escape or carriage return (memchr speed)."""
+    return data.isascii() and b"\x1b" not in data and b"\r" not in data
 
 
 class _AsciiBlock:
@@ -152,6 +255,8 @@ class _AsciiBlock:
     back until the first candidates are taken; after that only the block's
     last candidates can be kept, so the rest is judged from its end
     backwards, one window at a time, stopping as soon as they are found.
+    Candidates near the stream's edges (see `_Collector`) are all judged and
+    do not count towards either group.
     """
 
     def __init__(
@@ -159,42 +264,55 @@ class _AsciiBlock:
     ) -> None:
         self.data, self.start, self.stop, self.lines = data, start, stop, lines
         self.match: Callable[[str], bool] = scanner._match  # noqa: SLF001
-        self.room = scanner._found.room_in_first()  # noqa: SLF001
-        self.cap = scanner._found.cap  # noqa: SLF001
+        found = scanner._found  # noqa: SLF001
+        self.room, self.cap, self.edge = found.room_in_first(), found.cap, found.edge
         self.window = scanner._back_window  # noqa: SLF001
+        self.seen = scanner._seen  # noqa: SLF001 - where the stream ends for now
 
-    def key_lines(self) -> list[KeyLine]:
-        """Return (0-based line index in the block, scanned text), ascending."""
-        forward, judged = self._forward() if self.room else ([], self.start)
+    def key_lines(self, base: int, *, final: bool) -> list[tuple[int, str, int]]:
+        """Return (0-based line index in the block, scanned text, byte offset).
+
+        `final`: the block is in the stream's last edge (see `_Collector`).
+        """
+        forward, judged = self._forward(base) if self.room else ([], self.start)
+        numbered = self._numbered_from_start(forward, base)
         if judged > self.stop:  # every line judged
-            return self._numbered_from_start(forward)
-        return self._numbered_from_start(forward) + self._backward(judged)
+            return numbered
+        return numbered + self._backward(judged, base, final=final)
 
-    def _forward(self) -> tuple[list[tuple[int, str]], int]:
+    def _forward(self, base: int) -> tuple[list[tuple[int, str]], int]:
         found: list[tuple[int, str]] = []
+        taken = 0  # found past the start's edge: those fill the first group
         judged = self.start  # lines starting before this offset are judged
+        near_start = self.edge - base  # lines starting before this are near it
 
         def visit(at: int) -> bool:
-            nonlocal judged
+            nonlocal judged, taken
             if at < judged:
                 return False
             line_start, line_end, scanned = self._line_at(at)
             judged = line_end + 1
             if self.match(scanned):
                 found.append((line_start, scanned))
-            return len(found) == self.room
+                taken += line_start >= near_start
+            return taken == self.room
 
         screen.each_word(self.data, self.start, self.stop, visit)
-        if len(found) < self.room:
+        if taken < self.room:
             judged = self.stop + 1
         return found, judged
 
-    def _backward(self, judged: int) -> list[KeyLine]:
-        found: list[KeyLine] = []
+    def _backward(
+        self, judged: int, base: int, *, final: bool
+    ) -> list[tuple[int, str, int]]:
+        found: list[tuple[int, str, int]] = []
+        taken = 0  # found before the end's edge: those fill the last group
+        # Lines starting at or after `near_end` are in the end's edge.
+        near_end = self.seen - self.edge - base if final else self.stop + 1
         below = self.stop + 1  # lines starting at or after this are judged
         after, counted = 0, self.stop  # newlines in data[counted:stop]
         high, width = self.stop, self.window
-        while high > judged and len(found) < self.cap:
+        while high > judged and taken < self.cap:
             low = max(judged, high - width)
             for at in reversed(screen.word_starts(self.data, low, high)):
                 if at >= below:
@@ -204,8 +322,9 @@ class _AsciiBlock:
                 if self.match(scanned):
                     after += self.data.count(b"\n", line_start, counted)
                     counted = line_start
-                    found.append((self.lines - 1 - after, scanned))
-                    if len(found) == self.cap:
+                    found.append((self.lines - 1 - after, scanned, base + line_start))
+                    taken += line_start < near_end
+                    if taken == self.cap:
                         break
             high, width = low, width * 4
         return found[::-1]
@@ -219,13 +338,15 @@ class _AsciiBlock:
         head = data[start : min(end, start + KEY_LINE_SCAN_BYTES)]
         return start, end, head.decode("ascii")[:KEY_LINE_SCAN_CHARS]
 
-    def _numbered_from_start(self, found: list[tuple[int, str]]) -> list[KeyLine]:
-        numbered: list[KeyLine] = []
+    def _numbered_from_start(
+        self, found: list[tuple[int, str]], base: int
+    ) -> list[tuple[int, str, int]]:
+        numbered: list[tuple[int, str, int]] = []
         index, counted = 0, self.start
         for line_start, text in found:
             index += self.data.count(b"\n", counted, line_start)
             counted = line_start
-            numbered.append((index, text))
+            numbered.append((index, text, base + line_start))
         return numbered
 
 

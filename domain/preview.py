@@ -27,6 +27,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -53,12 +54,22 @@ _ROUNDS: Final = 64
 
 @dataclass(frozen=True)
 class PreviewText:
-    """The output to preview: whole, or a head window and a tail window of it."""
+    """The output to preview: whole, or a head window and a tail window of it.
+
+    For a whole output a caller that stored it may say what it already knows,
+    so the preview never goes over the whole text again: its `line_count` and
+    `size_bytes` (UTF-8), and key lines scanned with a `key_line_edge` (see
+    `KeyLineScanner`). Without an edge a whole output's omitted part is
+    scanned here unless key lines are given.
+    """
 
     head: str
     tail: str
     whole: bool
     key_lines: tuple[KeyLine, ...] = ()
+    line_count: int | None = None
+    size_bytes: int | None = None
+    key_line_edge: int | None = None
 
 
 def _select(candidates: Iterable[KeyLine], count: int) -> list[KeyLine]:
@@ -174,6 +185,10 @@ def _tail_cut(text: str, index: int) -> int:
 # ---------------------------------------------------------------- building
 
 
+def _utf8_size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 def _nines(value: int) -> int:
     """Return the widest number with as many digits as `value`."""
     return int("9" * len(str(max(value, 0))))
@@ -187,7 +202,7 @@ def _cleaned(text: PreviewText, policy: SpillPolicy) -> PreviewText:
     # overwritten or lay in an escape sequence is no key line on screen.
     shown = ((number, clean_terminal(line)) for number, line in text.key_lines)
     key_lines = tuple((n, line) for n, line in shown if policy.is_key_line(line))
-    return PreviewText(head, tail, text.whole, key_lines)
+    return dataclasses.replace(text, head=head, tail=tail, key_lines=key_lines)
 
 
 @dataclass(frozen=True)
@@ -219,12 +234,17 @@ class _Builder:
         self.ends_with_newline = text.tail.endswith("\n")
         if text.whole:
             output, whole = text.head, self.text.head
-            self.total_lines = output.count("\n") + int(not self.ends_with_newline)
+            self.uncleaned = whole is output
+            if text.line_count is None:
+                newlines = output.count("\n")
+                self.total_lines = newlines + int(not self.ends_with_newline)
+            else:
+                self.total_lines = text.line_count
             if self.unit == SizeUnit.TOKENS:
                 self.cap = min(self.budget, self._tokens_up_to_budget(output))
                 # Counting the omitted middle would cost another full count.
                 self.notice_unit = SizeUnit.BYTES
-                self.total_units = policy.measure(whole, SizeUnit.BYTES)
+                self.total_units = self._whole_bytes(whole)
             else:
                 self.total_units = self.size(whole)
                 size = self.total_units if whole is output else self.size(output)
@@ -239,6 +259,18 @@ class _Builder:
             self.total_lines = max(source.total_lines, 0)
             self.total_units = max(source.total_bytes, 0)
 
+    def _whole_bytes(self, whole: str) -> int:
+        """Return the cleaned whole text's UTF-8 size (known if cleaning kept it)."""
+        if self.uncleaned and self.text.size_bytes is not None:
+            return self.text.size_bytes
+        return self.policy.measure(whole, SizeUnit.BYTES)
+
+    def size(self, text: str) -> int:
+        """Measure in the tool's unit."""
+        if self.unit == SizeUnit.BYTES and text is self.text.head and self.text.whole:
+            return self._whole_bytes(text)
+        return self.policy.measure(text, self.unit)
+
     def _tokens_up_to_budget(self, whole: str) -> int:
         """Count tokens, stopping early once a prefix is over the budget."""
         # Token counts are monotone under prefixes, so an over-budget prefix
@@ -248,10 +280,6 @@ class _Builder:
         if count > self.budget or len(probe) == len(whole):
             return count
         return self.size(whole)
-
-    def size(self, text: str) -> int:
-        """Measure in the tool's unit."""
-        return self.policy.measure(text, self.unit)
 
     def shape(self, room: int) -> _Shape:
         """Cut head and tail into `room` units, head first by the ratio."""
@@ -271,7 +299,11 @@ class _Builder:
         elif text.whole and head_end == len(text.head) and not head.endswith("\n"):
             covered += 1  # the whole text is in the head: its last line too
         if text.whole:
-            before = text.head.count("\n", 0, start)
+            if self.text.line_count is None:
+                before = text.head.count("\n", 0, start)
+            else:  # the tail is short, the text may be huge
+                newlines = self.total_lines - int(not self.ends_with_newline)
+                before = newlines - tail.count("\n")
             at_line_start = start == 0 or text.tail[start - 1] == "\n"
         else:
             ends = self.ends_with_newline
@@ -286,7 +318,7 @@ class _Builder:
         if self.policy.max_key_lines == 0:
             return ()
         found = self.text.key_lines
-        if not found and self.text.whole:
+        if self.text.whole and not self._scanned_covers(shape):
             whole, end = self.text.head, shape.tail_index
             start = whole.rfind("\n", 0, len(shape.head)) + 1
             first = shape.head.count("\n") + 1
@@ -297,6 +329,19 @@ class _Builder:
             found = scan_region(whole, start, end, first, self.policy)
         return tuple(
             (n, line) for n, line in found if shape.covered_head < n < shape.tail_first
+        )
+
+    def _scanned_covers(self, shape: _Shape) -> bool:
+        """Tell whether the given key lines hold every candidate `shape` may show."""
+        text = self.text
+        if text.key_line_edge is None:
+            return bool(text.key_lines)
+        # The edge is in bytes of the output; a cleaned text's cuts are not.
+        edge = text.key_line_edge
+        return (
+            self.uncleaned
+            and _utf8_size(shape.head) <= edge
+            and _utf8_size(shape.tail) <= edge
         )
 
     def assemble(self, shape: _Shape, key_lines: Iterable[KeyLine]) -> str:

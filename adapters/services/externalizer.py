@@ -160,12 +160,16 @@ class SessionExternalizer:
             return GateOutcome(kept, "under_limit")
         if not self._notice_fits(call):
             return GateOutcome(kept, "notice_too_large")
-        artifact = self._try_store(payload, call)
+        # Stored bytes that are the text's own UTF-8 are scanned as they are
+        # written, so the preview never goes over the whole text again.
+        same = isinstance(payload, str) or payload.isascii()
+        scanner = self._edge_scanner(call.tool_name) if same else None
+        artifact = self._try_store(payload, call, key_line_scanner=scanner)
         if artifact is None:
             return GateOutcome(kept, "store_failed")
         reference = self.store.reference_for(artifact)
         try:
-            preview = self._preview_whole(text, artifact, reference)
+            preview = self._preview_whole(text, artifact, reference, scanner)
         except ValueError as error:
             # Only a handle or hint beyond the declared maxima gets here; the
             # stored artifact stays for GC and the model keeps the original.
@@ -188,7 +192,12 @@ class SessionExternalizer:
         return GateOutcome(view, "binary", reference)
 
     def _try_store(
-        self, payload: str | bytes, call: _Call, *, summary: str | None = None
+        self,
+        payload: str | bytes,
+        call: _Call,
+        *,
+        summary: str | None = None,
+        key_line_scanner: KeyLineScanner | None = None,
     ) -> Artifact | None:
         """Store `payload`, or log why it failed and return None (S1.2.5)."""
         try:
@@ -199,6 +208,7 @@ class SessionExternalizer:
                 is_error=call.is_error,
                 command=call.command,
                 summary=summary,
+                key_line_scanner=key_line_scanner,
             )
         except Exception as error:  # noqa: BLE001 - S1.2.5: any failure keeps the original
             logger.warning(
@@ -457,6 +467,7 @@ class SessionExternalizer:
         is_error: bool = False,
         summary: str | None = None,
         command: CommandFacts | None = None,
+        key_line_scanner: KeyLineScanner | None = None,
     ) -> Artifact:
         """Store bytes verbatim, a text as UTF-8."""
         # A lone surrogate fails to encode here: store_failed.
@@ -468,7 +479,14 @@ class SessionExternalizer:
             is_error=is_error,
             summary=summary,
             command=command,
+            key_line_scanner=key_line_scanner,
         )
+
+    def _edge_scanner(self, tool_name: str) -> KeyLineScanner:
+        """Return a scanner keeping every candidate a preview's ends may border."""
+        limit = self.policy.limit_for(tool_name)
+        edge = limit.budget * _WINDOW_BYTES_PER_UNIT[limit.unit]
+        return KeyLineScanner(self.policy, edge=edge)
 
     def _pointer(
         self, text: str, artifact: Artifact, reference: ArtifactReference
@@ -483,13 +501,24 @@ class SessionExternalizer:
             return build_pointer(self._source(artifact, reference))
 
     def _preview_whole(
-        self, text: str, artifact: Artifact, reference: ArtifactReference
+        self,
+        text: str,
+        artifact: Artifact,
+        reference: ArtifactReference,
+        scanner: KeyLineScanner | None = None,
     ) -> str:
-        return build_preview(
-            PreviewText(head=text, tail=text, whole=True),
-            self._source(artifact, reference),
-            self.policy,
-        )
+        """Preview a stored text; `scanner` scanned its UTF-8 as it was stored."""
+        preview = PreviewText(head=text, tail=text, whole=True)
+        content = artifact.stored_content
+        if scanner is not None and content is not None:
+            preview = dataclasses.replace(
+                preview,
+                key_lines=scanner.result(),
+                line_count=content.line_count,
+                size_bytes=content.size_bytes,
+                key_line_edge=scanner.edge,
+            )
+        return build_preview(preview, self._source(artifact, reference), self.policy)
 
     def _source(
         self, artifact: Artifact, reference: ArtifactReference
@@ -582,7 +611,7 @@ class GateStream:
     ) -> None:
         self._externalizer = externalizer
         self._tool_name = tool_name
-        self._scanner = KeyLineScanner(externalizer.policy)
+        self._scanner = externalizer._edge_scanner(tool_name)  # noqa: SLF001
         self._stream: ArtifactStream = externalizer.store.open_stream(
             tool_name, tool_use_id=tool_use_id, key_line_scanner=self._scanner
         )

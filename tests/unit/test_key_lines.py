@@ -254,3 +254,51 @@ def test_coloured_key_lines_are_found_in_big_ascii_blocks() -> None:
     scanner.feed(data)
     assert scanner.result() == ((20_001, "FAILED test_x - boom"),)
     assert scan_key_lines(data.decode(), policy) == scanner.result()
+
+
+def _line_starts(data: bytes) -> list[int]:
+    """Byte offset where each line starts (a final newline starts none)."""
+    starts = [0] + [i + 1 for i, byte in enumerate(data) if byte == 0x0A]
+    return starts[:-1] if data.endswith(b"\n") else starts
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    text=st.one_of(
+        any_text,
+        # Long texts with key lines all along: a block of lines repeated.
+        st.tuples(
+            st.lists(
+                st.sampled_from(["ok", "ERROR x", "fail", "é error", ""]), max_size=9
+            ),
+            st.integers(1, 60),
+        ).map(lambda block: "\n".join(block[0] * block[1])),
+    ),
+    edge=st.integers(1, 400),
+    cuts=st.lists(st.integers(1, 1000), max_size=6),
+    max_key_lines=st.integers(1, 3),
+)
+def test_an_edge_keeps_every_candidate_near_either_end_and_the_middles_ends(
+    text: str, edge: int, cuts: list[int], max_key_lines: int
+) -> None:
+    policy = SpillPolicy(max_key_lines=max_key_lines)
+    data = text.encode()
+    scanner = KeyLineScanner(policy, back_window=7, edge=edge)
+    position = 0
+    for cut in cuts:
+        scanner.feed(data[position : position + cut])
+        position += cut
+    scanner.feed(data[position:])
+    got = scanner.result()
+    every = reference_key_lines(text, SpillPolicy(max_key_lines=1000))
+    starts = _line_starts(data)
+    near = {
+        n for n, _ in every if starts[n - 1] < edge or starts[n - 1] >= len(data) - edge
+    }
+    middle = [line for line in every if line[0] not in near]
+    cap = 2 * max_key_lines
+    needed = {line for line in every if line[0] in near} | set(
+        middle[:cap] + middle[-cap:]
+    )
+    assert needed <= set(got) <= set(every)
+    assert list(got) == sorted(set(got))

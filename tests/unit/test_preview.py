@@ -302,6 +302,71 @@ def test_whole_previews_keep_every_promise(
     check_whole(out, text, policy, source)
 
 
+# Long logs with key lines all along: a block of lines repeated.
+key_line_logs = st.tuples(
+    st.lists(
+        st.sampled_from(
+            ["ok", "ERROR: upstream 502", "FAILED test_x", "row", "", "Traceback"]
+        ),
+        min_size=2,
+        max_size=20,
+    ),
+    st.integers(300, 1500),
+).map(lambda block: "\n".join(block[0] * block[1]))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    text=st.one_of(key_line_logs, key_line_logs, texts),
+    unit=units,
+    max_key_lines=st.integers(1, 4),
+    piece=st.one_of(st.integers(1, 300), st.sampled_from([4096, 1 << 20])),
+    data=st.data(),
+)
+def test_a_whole_preview_from_the_store_pass_equals_one_that_scans_again(
+    text: str, unit: SizeUnit, max_key_lines: int, piece: int, data: st.DataObject
+) -> None:
+    """Key lines, line count and size scanned as the text was stored change nothing."""
+    worst = SMALL[unit].limit_for("t").limit
+    size = SMALL[unit].measure(text, unit)
+    # Small budgets against long texts: the ends' edges leave a middle.
+    highest = max(worst, min(size - 1, 3 * worst))
+    limit = data.draw(st.integers(min_value=worst, max_value=highest))
+    policy = replace(
+        SMALL[unit],
+        tool_limits={"t": ToolLimit(limit, unit)},
+        max_key_lines=max_key_lines,
+    )
+    stored = text.encode("utf-8", "surrogatepass")
+    budget = policy.limit_for("t").budget
+    edge = data.draw(st.sampled_from([16, budget, budget, 2 * budget, 4 * budget]))
+    scanner = KeyLineScanner(policy, back_window=7, edge=edge)
+    for start in range(0, len(stored), piece):
+        scanner.feed(stored[start : start + piece])
+    told = PreviewText(
+        text,
+        text,
+        whole=True,
+        key_lines=scanner.result(),
+        line_count=line_count(text),
+        size_bytes=len(stored),
+        key_line_edge=edge,
+    )
+    source = source_for(text)
+    assert _preview_or_refusal(told, source, policy) == _preview_or_refusal(
+        PreviewText(text, text, whole=True), source, policy
+    )
+
+
+def _preview_or_refusal(
+    text: PreviewText, source: PreviewSource, policy: SpillPolicy
+) -> str:
+    try:
+        return build_preview(text, source, policy)
+    except ValueError as refusal:
+        return f"refused: {refusal}"
+
+
 @settings(max_examples=100)
 @given(text=texts, unit=units, data=st.data())
 def test_windowed_previews_keep_every_promise(
