@@ -1,17 +1,15 @@
-"""Handlers of `spillvault run / read / grep / ls` (S1, S3, S3.5)."""
+"""Handlers of `spillvault read / grep / ls` (S3, S3.5); `run` is in run_gate."""
 
 from __future__ import annotations
 
 import base64
-import json
-import os
 import shlex
-import signal
 import sys
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from spillvault.adapters.cli.output import emit
 from spillvault.adapters.cli.paging import (
     MAX_LINE,
     byte_page,
@@ -20,18 +18,9 @@ from spillvault.adapters.cli.paging import (
     stored_content,
     within_lines,
 )
-from spillvault.adapters.cli.policy_file import load_policy_file
-from spillvault.adapters.cli.run import (
-    EXIT_NOT_EXECUTABLE,
-    EXIT_NOT_FOUND,
-    EXIT_OWN_FAILURE,
-    CommandNotStartedError,
-    CommandRun,
-)
 from spillvault.adapters.cli.sessions import (
     open_for_reading,
     session_of_handle,
-    session_to_create,
     sessions_to_list,
 )
 from spillvault.adapters.cli.tables import (
@@ -43,7 +32,6 @@ from spillvault.adapters.cli.tables import (
     render_table,
 )
 from spillvault.adapters.harness.capping import cap_line
-from spillvault.adapters.session import open_session, vault_from_environment
 from spillvault.domain.constants import CHUNK_SIZE
 from spillvault.domain.notice import clip_shown
 
@@ -52,7 +40,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from spillvault.adapters.cli.paging import LinePage
-    from spillvault.adapters.services.externalizer import GateOutcome
     from spillvault.adapters.session import ToolResultExternalizer
     from spillvault.domain.command import CommandFacts
 
@@ -61,119 +48,6 @@ _READ_LIMITS = "read_artifact"
 _COMMAND_CELL_CHARS = 40
 _COMMAND_FIELDS = ("command", "exit_status", "signal", "timed_out", "duration_ms")
 """The `ls --json` fields of the command that produced an artifact."""
-
-
-def _emit(args: argparse.Namespace, text: str, data: dict[str, Any]) -> None:
-    if args.json:
-        sys.stdout.write(json.dumps(data, ensure_ascii=False, sort_keys=True) + "\n")
-    else:
-        sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
-
-
-def _outcome_dict(outcome: GateOutcome) -> dict[str, Any]:
-    artifact = outcome.artifact
-    return {
-        "reason": outcome.reason,
-        "content": outcome.content,
-        "artifact": None
-        if artifact is None
-        else {
-            "handle": artifact.handle,
-            "source_id": artifact.source.source_id,
-            "content_sha256": artifact.content_sha256,
-            "size_bytes": artifact.size_bytes,
-            "summary": artifact.summary,
-        },
-    }
-
-
-def run_command(args: argparse.Namespace) -> int:
-    """Run a command, gate its merged output, print what the model would see."""
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        msg = "run needs a command after --"
-        raise ValueError(msg)
-    tee = sys.stderr.buffer if _tee_wanted(args) else None
-    try:
-        policy = load_policy_file(args.policy) if args.policy else None
-        session = open_session(
-            session_to_create(args), policy=policy, **vault_from_environment()
-        )
-    except Exception as error:
-        if not args.fail_open:
-            raise
-        # A hook's rewrite must never cost the agent its command.
-        sys.stderr.write(f"spillvault: {error}; running the command as it is\n")
-        return _run_unwrapped(command)
-    with session:
-        ext = session.externalizer
-        limit = ext.policy.limit_for(args.tool)
-        threshold = limit.limit * (1 if limit.unit == "bytes" else 4)
-        with CommandRun(command, timeout=args.timeout, tee=tee) as run:
-            outcome = _gate_output(ext, args.tool, run, threshold)
-    facts = run.facts()
-    data = {**_outcome_dict(outcome), "exit_code": facts.exit_status}
-    if data["artifact"] is not None:
-        data["artifact"]["command"] = facts.to_payload()
-    if run.signalled is not None:
-        data["signal"] = signal.Signals(run.signalled).name
-    data["timed_out"] = run.timed_out
-    _emit(args, str(outcome.content), data)
-    return facts.exit_status
-
-
-def _run_unwrapped(command: list[str]) -> int:
-    """Become the command: its output and exit status are the caller's, untouched."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    try:
-        os.execvp(command[0], command)  # noqa: S606 - the user's own command
-    except FileNotFoundError:
-        raise CommandNotStartedError(
-            command[0], EXIT_NOT_FOUND, "command not found"
-        ) from None
-    except OSError as error:
-        why = (error.strerror or str(error)).lower()
-        raise CommandNotStartedError(command[0], EXIT_NOT_EXECUTABLE, why) from None
-    return EXIT_OWN_FAILURE  # pragma: no cover - execvp returns only by raising
-
-
-def _tee_wanted(args: argparse.Namespace) -> bool:
-    """Copy output to stderr live: --tee, --no-tee, else when stdout is a terminal."""
-    if args.tee is not None:
-        return bool(args.tee)
-    return sys.stdout.isatty()
-
-
-def _gate_output(
-    ext: ToolResultExternalizer, tool: str, run: CommandRun, threshold: int
-) -> GateOutcome:
-    """Gate a whole short output; stream a long or cut-short one.
-
-    The output ends when the command's pipe closes; the command is waited for
-    only then, and before the gate, so the header can say how it ended.
-    """
-    chunks = run.chunks()
-    buffered = bytearray()
-    stream = None
-    for data in chunks:
-        buffered += data
-        if len(buffered) > threshold:
-            # Long: to disk as it comes, readable by its handle while it runs.
-            stream = ext.open_stream(tool)
-            stream.write(bytes(buffered))
-            for more in chunks:
-                stream.write(more)
-            break
-    run.wait()
-    command = run.facts()
-    if stream is None and not run.interrupted:
-        # Short: the gate takes the bytes (text is previewed, binary described).
-        return ext.process(bytes(buffered), tool, command=command)
-    if stream is None:
-        stream = ext.open_stream(tool)
-        stream.write(bytes(buffered))
-    return stream.close(interrupted=run.interrupted, command=command)
 
 
 def read_command(args: argparse.Namespace) -> int:
@@ -258,7 +132,7 @@ def _emit_byte_page(
         "size_bytes": size,
         "next_byte": page.next_byte,
     }
-    _emit(args, "\n".join(rows), data)
+    emit(args, "\n".join(rows), data)
 
 
 def _emit_line_page(args: argparse.Namespace, page: LinePage) -> None:
@@ -282,7 +156,7 @@ def _emit_line_page(args: argparse.Namespace, page: LinePage) -> None:
         "eof": page.next_start_line is None,
         "next_start_line": page.next_start_line,
     }
-    _emit(args, "\n".join(rows), data)
+    emit(args, "\n".join(rows), data)
 
 
 def grep_command(args: argparse.Namespace) -> int:
@@ -320,7 +194,7 @@ def grep_command(args: argparse.Namespace) -> int:
         "resume_from": result.resume_from,
         "next_start_line": resume,
     }
-    _emit(args, text, data)
+    emit(args, text, data)
     return 0 if result.matches else 1
 
 
@@ -337,7 +211,7 @@ def ls_command(args: argparse.Namespace, *, now: datetime | None = None) -> int:
     else:
         table = render_table(_ls_columns(now), rows)
         text = "\n".join(table) if rows else "no artifacts"
-    _emit(args, text, {"artifacts": rows})
+    emit(args, text, {"artifacts": rows})
     return 0
 
 

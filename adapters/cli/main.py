@@ -16,6 +16,7 @@ from spillvault.adapters.cli.run import (
     EXIT_OWN_FAILURE,
     CommandNotStartedError,
 )
+from spillvault.adapters.cli.run_gate import run_command
 from spillvault.adapters.hooks.registry import CLIENT_MODULES
 from spillvault.adapters.mcp.limits import (
     DEFAULT_RESULT_CHARS,
@@ -170,7 +171,7 @@ def _add_artifact_commands(commands: Any) -> None:
         "(what hooks use: a rewrite never costs the agent its command)",
     )
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD [ARG...]")
-    run.set_defaults(handler=_handler("run_command"), failure_status=EXIT_OWN_FAILURE)
+    run.set_defaults(handler=run_command, failure_status=EXIT_OWN_FAILURE)
 
     read = commands.add_parser("read", help="print verified lines or bytes")
     _session_option(read)
@@ -484,7 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911 - a status per way a command ends
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -492,7 +493,6 @@ def main(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911 - a status 
     if handler is None:
         parser.print_help()
         return EXIT_USAGE
-    own_failure: int | None = getattr(args, "failure_status", None)
     # The composition root reads the vault from the environment, so hooks and
     # commands this one starts find the same vault.
     if args.artifacts is not None:
@@ -501,31 +501,44 @@ def main(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911 - a status 
         os.environ[EVENT_STORE_ENV] = args.event_store
     try:
         return handler(args)
-    except CommandNotStartedError as error:
+    except (Exception, KeyboardInterrupt) as error:  # noqa: BLE001 - re-raised if unforeseen
+        return failure_status(args, error)
+
+
+_REFUSALS: Final = (
+    ArtifactAccessError,
+    ArtifactIntegrityError,
+    ArtifactRetentionError,
+    ArtifactLeaseJournalError,
+    ArtifactOwnerError,
+    SpillPolicyError,
+    ObjectStoreConfigError,
+)
+
+
+def failure_status(
+    args: argparse.Namespace, error: Exception | KeyboardInterrupt
+) -> int:
+    """Report how a command failed and return its exit status; re-raise the rest."""
+    own_failure: int | None = getattr(args, "failure_status", None)
+    if isinstance(error, CommandNotStartedError):
         not_found = error.status == EXIT_NOT_FOUND
         code = "command_not_found" if not_found else "command_not_executable"
         return _fail(args, code, str(error), error.status)
-    except KeyboardInterrupt:
+    if isinstance(error, KeyboardInterrupt):
         # Ctrl-C outside a wrapped command's lifetime: quiet, as a shell reports it.
         return 128 + signal.SIGINT
-    except BrokenPipeError:
+    if isinstance(error, BrokenPipeError):
         # The reader left (`spillvault ls | head`): quiet, as `ls | head` is. The
         # interpreter's own flush at exit must not fail on the closed pipe again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
-    except (
-        ArtifactAccessError,
-        ArtifactIntegrityError,
-        ArtifactRetentionError,
-        ArtifactLeaseJournalError,
-        ArtifactOwnerError,
-        SpillPolicyError,
-        ObjectStoreConfigError,
-    ) as error:
+    if isinstance(error, _REFUSALS):
         message = f"{type(error).__name__}: {error}"
         return _fail(args, _code_of(error), message, own_failure or EXIT_REFUSED)
-    except (ValueError, OSError, TimeoutError) as error:
+    if isinstance(error, ValueError | OSError | TimeoutError):
         return _fail(args, _code_of(error), str(error), own_failure or EXIT_FAILED)
+    raise error
 
 
 def _fail(args: argparse.Namespace, code: str, message: str, status: int) -> int:

@@ -20,11 +20,11 @@ import threading
 import time
 from typing import IO, TYPE_CHECKING, Final, Self
 
-from spillvault.domain.command import CommandFacts
-
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
     from types import FrameType
+
+    from spillvault.domain.command import CommandFacts
 
 EXIT_TIMED_OUT: Final = 124
 EXIT_OWN_FAILURE: Final = 125
@@ -115,21 +115,35 @@ class CommandRun:
             self._stop(signal.SIGKILL)
         return self._status(code)
 
+    @property
+    def exit_status(self) -> int:
+        """Return the shell's status for the command, once `wait()` returned."""
+        code, _ended = self._waited()
+        return self._status(code)
+
     def facts(self) -> CommandFacts:
         """Return what the command did, once `wait()` returned."""
-        code = self._running().returncode
-        if code is None or self._ended is None:
-            msg = "the command was not waited for"
-            raise RuntimeError(msg)
+        # Loaded only for a stored output: a short one needs the status alone.
+        from spillvault.domain.command import CommandFacts  # noqa: PLC0415
+
+        code, ended = self._waited()
         # What ended it: the signal that killed it, else the one passed on to it.
         ended_by = -code if code < 0 else self.signalled
         return CommandFacts(
             argv=tuple(_shown_argument(arg) for arg in self.command),
             exit_status=self._status(code),
-            duration_ms=max(0, round((self._ended - self._started) * 1000)),
+            duration_ms=max(0, round((ended - self._started) * 1000)),
             signal=None if ended_by is None else signal_name(ended_by),
             timed_out=self.timed_out,
         )
+
+    def _waited(self) -> tuple[int, float]:
+        """Return the command's return code and when it ended, once waited for."""
+        code = self._running().returncode
+        if code is None or self._ended is None:
+            msg = "the command was not waited for"
+            raise RuntimeError(msg)
+        return code, self._ended
 
     def _status(self, code: int) -> int:
         """Return the shell's status for the command's return code."""

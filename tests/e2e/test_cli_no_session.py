@@ -153,9 +153,11 @@ def test_a_read_in_a_home_directory_fails_cleanly_end_to_end(home: Path) -> None
     assert listing(home) == before
 
 
-def test_run_still_creates_its_session(tmp_path: Path) -> None:
+def test_run_still_creates_its_session_to_store_an_output(tmp_path: Path) -> None:
     session = tmp_path / "session-a"
     assert cli_main(["run", "--session", str(session), "--", "true"]) == 0
+    assert not session.exists()  # a short output needs no session (issue 19)
+    assert cli_main(["run", "--session", str(session), "--", "seq", "30000"]) == 0
     assert (session / MARKER_NAME).is_file()
 
 

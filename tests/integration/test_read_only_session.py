@@ -313,7 +313,7 @@ def refused_status(argv: list[str]) -> int:
 def writing_commands(session_dir: Path, owner: Path) -> list[list[str]]:
     at = ["--session", str(session_dir)]
     return [
-        ["run", *at, "--", "echo", "hi"],
+        ["run", *at, "--", "seq", "30000"],  # run writes only an output it stores
         ["gc", *at],
         ["gc", *at, "--apply"],
         ["journal", "repair", *at],
