@@ -170,12 +170,25 @@ def compile_key_line_patterns(
     )
     if not AVAILABLE:  # pragma: no cover - Hyperscan is a dependency on Linux
         return _without_engine(stand_ins, own, problems)
-    stand_in = _compiled(stand_ins).matches if stand_ins else None
     custom = _compile_own(own, problems)
-    return KeyLineMatcher(
-        None if stand_in is None else lambda line: stand_in(line.encode("ascii")),
-        custom,
-    )
+    return KeyLineMatcher(_built_in_matcher(stand_ins) if stand_ins else None, custom)
+
+
+def _built_in_matcher(patterns: tuple[str, ...]) -> Callable[[str], bool]:
+    """Match ASCII lines against built-in patterns, compiled on the first line.
+
+    Built-in patterns are known to compile, so a policy that never judges a
+    line (`spillvault run` of a short output) never pays for compiling them.
+    """
+    database: _Database | None = None
+
+    def matches(line: str) -> bool:
+        nonlocal database
+        if database is None:
+            database = _compiled(patterns)
+        return database.matches(line.encode("ascii"))
+
+    return matches
 
 
 def _pattern_problem(pattern: object) -> str | None:
