@@ -2,14 +2,18 @@
 
 Plan: verify the journal whole, fold the live claims, scan `tool-results/`
 without following links (lstat; regular artifact files opened per A4 and
-hashed whole), and give every entry one S6.1 status. Apply: for each
-`planned_delete`, under the session lock, fold the claims again, record a
-quarantine intent, move the file into a fresh `.quarantine/<intent>/`, check
-that it is still exactly the planned file, unlink it and record the deletion;
-anything unexpected puts a regular file back (or leaves it quarantined) and
-is reported `race_detected`. An OSError stops the run. The recovery pass
-(`resolve_quarantine`) finishes what a crash interrupted, from the intents:
-the file goes back unless it was already unlinked.
+hashed whole), and give every entry one S6.1 status. Apply takes the
+`planned_delete` entries in batches (`BATCH_CANDIDATES`, `BATCH_BYTES`), each
+under one hold of the session lock: fold the claims again, check each
+candidate, record the admitted ones' quarantine intents in one commit, move
+their files into a fresh `.quarantine/<intent>/`, check that each is still
+exactly the planned file, unlink those that are and record the deletions (and
+put-backs) in one commit; the directory fsyncs are per batch (a put-back syncs
+its own). Anything unexpected puts a regular file back (or leaves it
+quarantined) and is reported `race_detected`. An OSError settles the batch's
+undecided intents and stops the run. The recovery pass (`resolve_quarantine`)
+finishes what a crash interrupted, from the intents: the file goes back unless
+it was already unlinked.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ import fcntl
 import stat
 import uuid
 from collections.abc import Callable
-from contextlib import suppress
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Self
 
 from spillvault.adapters.services.lease_projection import session_projection
@@ -303,6 +308,14 @@ def apply_cleanup_with_claims(
     return _Applier(session, plan, now, protecting, None).run()
 
 
+BATCH_CANDIDATES = 32
+"""Candidates applied per hold of the session lock (S6.2): one commit records
+their intents, one their outcomes, and five directory fsyncs cover their moves."""
+BATCH_BYTES = 32 << 20
+"""Planned bytes a batch re-hashes at most (a bigger file is a batch alone); with
+`BATCH_CANDIDATES` it bounds how long a publication waits for the lock."""
+
+
 class _Applier:
     def __init__(
         self,
@@ -313,7 +326,6 @@ class _Applier:
         progress: Progress | None,
     ) -> None:
         self.session = session
-        self.fs: FileSystem = session.fs
         self.plan = plan
         self.now = now
         self.protecting = protecting
@@ -326,33 +338,25 @@ class _Applier:
         candidates = self.plan.candidates()
         outcomes: list[ArtifactCleanupDecision] = []
         error: str | None = None
+        done = 0
         with (
             _ToolResults(self.session) as results,
             _Quarantine(self.session) as quarantine,
         ):
-            for done, candidate in enumerate(candidates, 1):
+            for batch in _batches(candidates):
+                applying = _Batch(self, results.fd, quarantine.fd, batch)
                 try:
                     with self.session.lock:
-                        outcomes.append(
-                            self.apply_one(results.fd, quarantine.fd, candidate)
-                        )
-                except _AfterDecision as decided:
-                    outcomes.append(decided.decision)
-                    error = f"{candidate.filename}: {decided.__cause__}"
+                        applying.apply()
+                except _Failure as failure:
+                    applying.stop(failure.filename, failure.error)
+                except OSError as failure:  # taking the lock
+                    applying.stop(batch[0].filename, failure)
+                outcomes += applying.outcomes.values()
+                if applying.error is not None:
+                    error = applying.error
                     break
-                except PermissionError as denied:
-                    # Put back or left as it was by `apply_one`; what the
-                    # system refused here it refuses the next candidate too.
-                    outcomes.append(
-                        ApplyOutcome.DELETE_DENIED.decide(
-                            candidate, candidate.reference_count
-                        )
-                    )
-                    error = f"{candidate.filename}: {denied}"
-                    break
-                except OSError as failure:
-                    error = f"{candidate.filename}: {failure}"
-                    break
+                done += len(batch)
                 if self.progress is not None:
                     self.progress(done, len(candidates))
         return cleanup_report(self.plan, outcomes, applied_at=applied_at, error=error)
@@ -360,89 +364,157 @@ class _Applier:
     def at(self) -> datetime:
         return self.now or self.session.clock.now()
 
-    def apply_one(
-        self, results_fd: int, quarantine_fd: int, planned: ArtifactCleanupDecision
-    ) -> ArtifactCleanupDecision:
+
+@dataclass
+class _Member:
+    """A candidate admitted to its batch's intent, and what became of it."""
+
+    planned: ArtifactCleanupDecision
+    snapshot: FileSnapshot
+    artifact: Artifact
+    count: int
+    outcome: ApplyOutcome | None = None
+
+    @property
+    def filename(self) -> str:
+        """The candidate's filename."""
+        return self.planned.filename
+
+
+class _Batch:
+    """One batch of candidates, applied under one hold of the session lock."""
+
+    def __init__(
+        self,
+        applier: _Applier,
+        results_fd: int,
+        quarantine_fd: int,
+        batch: list[ArtifactCleanupDecision],
+    ) -> None:
+        self.applier = applier
+        self.session = applier.session
+        self.fs: FileSystem = applier.session.fs
+        self.results_fd = results_fd
+        self.quarantine_fd = quarantine_fd
+        self.batch = batch
+        self.outcomes: dict[str, ArtifactCleanupDecision] = {}
+        self.error: str | None = None
+
+    def apply(self) -> None:
+        """Fold the claims once, admit each candidate, delete the admitted."""
+        claims = self.applier.protecting(self.applier.at())
+        members: list[_Member] = []
+        for planned in self.batch:
+            count = claims.counts.get(planned.filename, 0)
+            try:
+                admitted = self.admit(planned, claims, count)
+            except OSError as error:
+                self.delete(members)  # those admitted before it, as planned
+                raise _Failure(planned.filename, error) from error
+            if isinstance(admitted, ApplyOutcome):
+                self.decide(planned, admitted, count)
+            else:
+                members.append(admitted)
+        self.delete(members)
+
+    def stop(self, filename: str, failure: OSError) -> None:
+        """End the run on `failure`; a refused move or unlink denies its candidate."""
+        self.error = f"{filename}: {failure}"
+        if isinstance(failure, PermissionError) and filename not in self.outcomes:
+            # Put back or left as it was; what the system refused here it
+            # refuses the next candidate too.
+            planned = next(c for c in self.batch if c.filename == filename)
+            self.decide(planned, ApplyOutcome.DELETE_DENIED, planned.reference_count)
+
+    def decide(
+        self, planned: ArtifactCleanupDecision, outcome: ApplyOutcome, count: int
+    ) -> None:
+        self.outcomes[planned.filename] = outcome.decide(planned, count)
+
+    def admit(
+        self, planned: ArtifactCleanupDecision, claims: ArtifactClaims, count: int
+    ) -> _Member | ApplyOutcome:
+        """Check one candidate again under the lock: admitted, or its outcome."""
         name, snapshot = planned.filename, planned.snapshot
-        claims = self.protecting(self.at())
-        count = claims.counts.get(name, 0)
         if artifact_number(name) is None:  # a plan edited by hand, say
-            return ApplyOutcome.NAME_NOT_OWNED.decide(planned, count)
+            return ApplyOutcome.NAME_NOT_OWNED
         if claims.protects(name) and self.session.safeguards.reverify_claims_at_apply:
-            return ApplyOutcome.CLAIM_ADDED.decide(planned, count)
+            return ApplyOutcome.CLAIM_ADDED
         artifact = self.session.store.get_artifact(name)
         if (
             snapshot is None
             or artifact is None
             or not ARTIFACT_MACHINE.allows(artifact.state, "quarantine")
         ):
-            return ApplyOutcome.STATE_CHANGED.decide(planned, count)
+            return ApplyOutcome.STATE_CHANGED
         try:
-            info = self.fs.lstat(name, dir_fd=results_fd)
+            info = self.fs.lstat(name, dir_fd=self.results_fd)
         except FileNotFoundError:
-            self.mark_lost(name)
-            return ApplyOutcome.ALREADY_GONE.decide(planned, count)
+            artifact.mark_lost(detected_at=self.applier.at())
+            self.session.store.save_aggregates(artifact)
+            return ApplyOutcome.ALREADY_GONE
         if not _same_entry(info, snapshot, regular=True):
-            return ApplyOutcome.FILE_CHANGED.decide(planned, count)
-        intent = uuid.uuid4().hex
-        artifact.quarantine(intent, quarantined_at=self.at())
-        self.session.store.save_aggregates(artifact)
-        try:
-            return self.quarantined(
-                results_fd, quarantine_fd, planned, artifact, intent, count
-            )
-        except OSError:
-            # Settle the intent now, as the next open would, so the artifact
-            # stays usable in this process; then stop the run.
-            with suppress(OSError, ArtifactLeaseJournalError):
-                _settle(self.session, quarantine_fd, results_fd, name)
-            raise
+            return ApplyOutcome.FILE_CHANGED
+        return _Member(planned, snapshot, artifact, count)
 
-    def quarantined(  # noqa: PLR0913, PLR0917 - one candidate's whole state
-        self,
-        results_fd: int,
-        quarantine_fd: int,
-        planned: ArtifactCleanupDecision,
-        artifact: Artifact,
-        intent: str,
-        count: int,
-    ) -> ArtifactCleanupDecision:
-        """Move, check, then unlink or put back one candidate under its intent."""
-        name, snapshot = planned.filename, planned.snapshot
-        assert snapshot is not None  # noqa: S101 - checked by the caller
-        self.fs.mkdir(intent, 0o700, dir_fd=quarantine_fd)
-        self.fs.fsync(quarantine_fd)
-        intent_fd = self.fs.open(intent, DIR_FLAGS, dir_fd=quarantine_fd)
+    def delete(self, members: list[_Member]) -> None:
+        """Record one intent for `members`, move, check, then unlink or put back."""
+        if not members:
+            return
+        intent = uuid.uuid4().hex
+        at = self.applier.at()
+        for member in members:
+            member.artifact.quarantine(intent, quarantined_at=at)
+        self.session.store.save_aggregates(*(m.artifact for m in members))
+        first = members[0].filename
         try:
-            self.fs.rename(name, name, src_dir_fd=results_fd, dst_dir_fd=intent_fd)
+            with _blaming(first):
+                self.fs.mkdir(intent, 0o700, dir_fd=self.quarantine_fd)
+                self.fs.fsync(self.quarantine_fd)
+                intent_fd = self.fs.open(intent, DIR_FLAGS, dir_fd=self.quarantine_fd)
+            try:
+                self.move(members, intent_fd)
+                self.check(members, intent_fd)
+            finally:
+                self.fs.close(intent_fd)
+        except _Failure:
+            # Settle the undecided now, as the next open would, so their
+            # artifacts stay usable in this process; then stop the run.
+            self.settle(members)
+            self.record(members)
+            raise
+        self.record(members)
+        with _blaming(first):  # recorded: reported, then the run stops
+            _remove_intent_dir(self.fs, self.quarantine_fd, intent)
+
+    def move(self, members: list[_Member], intent_fd: int) -> None:
+        for member in members:
+            with _blaming(member.filename):
+                self.fs.rename(
+                    member.filename,
+                    member.filename,
+                    src_dir_fd=self.results_fd,
+                    dst_dir_fd=intent_fd,
+                )
+        with _blaming(members[0].filename):
             self.fs.fsync(intent_fd)
-            self.fs.fsync(results_fd)
-            if self.verified(intent_fd, name, snapshot):
-                self.fs.unlink(name, dir_fd=intent_fd)
+            self.fs.fsync(self.results_fd)
+
+    def check(self, members: list[_Member], intent_fd: int) -> None:
+        """Unlink each member still exactly as planned; put the others back."""
+        for member in members:
+            with _blaming(member.filename):
+                if self.verified(intent_fd, member.filename, member.snapshot):
+                    self.fs.unlink(member.filename, dir_fd=intent_fd)
+                    member.outcome = ApplyOutcome.DELETED
+                elif _put_back(self.fs, intent_fd, self.results_fd, member.filename):
+                    member.outcome = ApplyOutcome.PUT_BACK
+                else:
+                    member.outcome = ApplyOutcome.LEFT_IN_QUARANTINE
+        deleted = [m for m in members if m.outcome is ApplyOutcome.DELETED]
+        if deleted:
+            with _blaming(deleted[0].filename):
                 self.fs.fsync(intent_fd)
-                artifact.delete(deleted_at=self.at())
-                self.session.store.save_aggregates(artifact)
-                deleted = ApplyOutcome.DELETED.decide(planned, count)
-                try:
-                    _remove_intent_dir(self.fs, quarantine_fd, intent)
-                except OSError as error:
-                    # The deletion stands and is recorded: report it, then stop
-                    # the run (the next open removes the empty intent).
-                    raise _AfterDecision(deleted) from error
-                return deleted
-            put_back = _put_back(self.fs, intent_fd, results_fd, name)
-        finally:
-            self.fs.close(intent_fd)
-        if not put_back:
-            return ApplyOutcome.LEFT_IN_QUARANTINE.decide(planned, count)
-        artifact.restore(restored_at=self.at())
-        self.session.store.save_aggregates(artifact)
-        restored = ApplyOutcome.PUT_BACK.decide(planned, count)
-        try:
-            _remove_intent_dir(self.fs, quarantine_fd, intent)
-        except OSError as error:
-            raise _AfterDecision(restored) from error  # recorded: report, then stop
-        return restored
 
     def verified(self, dir_fd: int, name: str, snapshot: FileSnapshot) -> bool:
         opened = _open_artifact(self.fs, dir_fd, name)
@@ -457,21 +529,78 @@ class _Applier:
             self.fs.close(fd)
         return digest == snapshot.content_sha256
 
-    def mark_lost(self, name: str) -> None:
-        artifact = self.session.store.get_artifact(name)
-        if artifact is not None and ARTIFACT_MACHINE.allows(
-            artifact.state, "mark_lost"
-        ):  # pragma: no branch - apply_one checked it under this lock
-            artifact.mark_lost(detected_at=self.at())
-            self.session.store.save_aggregates(artifact)
+    def settle(self, members: list[_Member]) -> None:
+        for member in members:
+            if member.outcome is None:
+                with suppress(OSError, ArtifactLeaseJournalError):
+                    _settle(
+                        self.session,
+                        self.quarantine_fd,
+                        self.results_fd,
+                        member.filename,
+                    )
+
+    def record(self, members: list[_Member]) -> None:
+        """Record the deletions and put-backs decided, in one commit."""
+        at = self.applier.at()
+        changed = []
+        for member in members:
+            if member.outcome is ApplyOutcome.DELETED:
+                member.artifact.delete(deleted_at=at)
+                changed.append(member.artifact)
+            elif member.outcome is ApplyOutcome.PUT_BACK:
+                member.artifact.restore(restored_at=at)
+                changed.append(member.artifact)
+        if changed:
+            self.session.store.save_aggregates(*changed)
+        for member in members:
+            if member.outcome is not None:
+                self.decide(member.planned, member.outcome, member.count)
 
 
-class _AfterDecision(Exception):
-    """An I/O error after a candidate's outcome was recorded; carries the outcome."""
+class _Failure(Exception):
+    """An OSError that stopped a batch, and the candidate it is reported on."""
 
-    def __init__(self, decision: ArtifactCleanupDecision) -> None:
-        super().__init__(decision.filename)
-        self.decision = decision
+    def __init__(self, filename: str, error: OSError) -> None:
+        super().__init__(filename)
+        self.filename = filename
+        self.error = error
+
+
+@contextmanager
+def _blaming(filename: str) -> Iterator[None]:
+    """Turn an OSError inside into a `_Failure` reported on `filename`."""
+    try:
+        yield
+    except OSError as error:
+        raise _Failure(filename, error) from error
+
+
+def _batches(
+    candidates: tuple[ArtifactCleanupDecision, ...],
+) -> Iterator[list[ArtifactCleanupDecision]]:
+    """Split the candidates, in order, into batches within both bounds.
+
+    A name seen twice (a plan edited by hand) starts a new batch: one commit
+    cannot record two intents for one artifact.
+    """
+    batch: list[ArtifactCleanupDecision] = []
+    names: set[str] = set()
+    size = 0
+    for candidate in candidates:
+        planned = 0 if candidate.snapshot is None else candidate.snapshot.size_bytes
+        if batch and (
+            len(batch) == BATCH_CANDIDATES
+            or size + planned > BATCH_BYTES
+            or candidate.filename in names
+        ):
+            yield batch
+            batch, names, size = [], set(), 0
+        batch.append(candidate)
+        names.add(candidate.filename)
+        size += planned
+    if batch:
+        yield batch
 
 
 # -------------------------------------------------------------- recovery

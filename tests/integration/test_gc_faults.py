@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import os
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from spillvault.adapters.services import gc
 from spillvault.adapters.services.gc import (
     apply_cleanup_from_journal,
     plan_cleanup_from_journal,
 )
 from spillvault.adapters.session import Session, open_session
+from spillvault.adapters.storage.session_lock import LOCK_NAME
 from spillvault.domain.enums import ArtifactCleanupStatus
-from spillvault.domain.values import ArtifactCleanupPolicy
+from spillvault.domain.values import ArtifactCleanupPolicy, ArtifactRetentionClaim
 
 from support.fakes import FakeClock
 from support.intercept import InterceptingFS, named
@@ -29,6 +32,8 @@ from support.intercept import InterceptingFS, named
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
+
+    from spillvault.adapters.services.externalizer import ExternalizedToolResult
 
     from support.intercept import Call
 
@@ -53,6 +58,10 @@ def session(session_dir: Path, fs: InterceptingFS) -> Iterator[Session]:
 
 def stored(session: Session, tag: str) -> str:
     ref = session.externalizer.externalize(f"{tag}: a long line\n" * 5000, "bash")
+    return name_of(ref)
+
+
+def name_of(ref: ExternalizedToolResult) -> str:
     return os.path.basename(ref.artifact.path)
 
 
@@ -77,6 +86,12 @@ def fds_on(path: Path) -> list[int]:
             if os.readlink(f"/proc/self/fd/{entry}") == str(path):
                 found.append(int(entry))
     return found
+
+
+@pytest.fixture
+def batches_of_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One candidate per batch: an error in a batch leaves the next one unreached."""
+    monkeypatch.setattr(gc, "BATCH_CANDIDATES", 1)
 
 
 # ------------------------------------------------------------------- planning
@@ -196,6 +211,7 @@ def _planned(session: Session, name: str) -> tuple[Any, datetime]:
     return plan, when
 
 
+@pytest.mark.usefixtures("batches_of_one")
 def test_an_io_error_after_the_recorded_deletion_reports_it_and_stops(
     session_dir: Path, fs: InterceptingFS
 ) -> None:
@@ -300,6 +316,7 @@ def test_a_changed_file_whose_name_was_taken_stays_quarantined(
         )
 
 
+@pytest.mark.usefixtures("batches_of_one")
 def test_an_io_error_after_a_recorded_put_back_reports_it_and_stops(
     session_dir: Path, fs: InterceptingFS
 ) -> None:
@@ -333,3 +350,182 @@ def test_an_io_error_after_a_recorded_put_back_reports_it_and_stops(
         assert state_of(session, second) == "sealed"
     with open_session(session_dir, clock=clock):
         assert intents_of(session_dir) == []  # the next open removes it
+
+
+# -------------------------------------------------------------------- batches
+
+
+def _stored_many(session: Session, count: int) -> list[str]:
+    """`count` artifacts of one size; their names in the order apply takes them."""
+    return [stored(session, f"c{n}") for n in range(count)]
+
+
+def _intent_groups(session: Session, names: list[str]) -> list[int]:
+    """How many consecutive candidates shared each recorded quarantine intent."""
+    intents = []
+    for name in names:
+        artifact = session.store.get_artifact(name)
+        assert artifact is not None
+        intents.append(artifact.quarantine_intent)  # kept by the deletion
+    assert len(set(intents)) == len(list(itertools.groupby(intents)))
+    return [len(list(group)) for _, group in itertools.groupby(intents)]
+
+
+@pytest.mark.parametrize(
+    ("bound", "batches"),
+    [("candidates", [3, 3, 1]), ("bytes", [2, 2, 2, 1])],
+)
+def test_apply_takes_bounded_batches_each_with_one_intent_and_two_commits(
+    session_dir: Path,
+    fs: InterceptingFS,
+    monkeypatch: pytest.MonkeyPatch,
+    bound: str,
+    batches: list[int],
+) -> None:
+    clock = FakeClock(datetime.now(UTC))
+    with open_session(session_dir, fs=fs, clock=clock) as session:
+        names = _stored_many(session, 7)
+        sizes = {(results_of(session_dir) / name).stat().st_size for name in names}
+        (size,) = sizes
+        if bound == "candidates":
+            monkeypatch.setattr(gc, "BATCH_CANDIDATES", 3)
+        else:  # two files fit, a third would pass the bound
+            monkeypatch.setattr(gc, "BATCH_BYTES", 3 * size - 1)
+        when = clock.now() + OLD
+        plan = plan_cleanup_from_journal(session, policy=deleting(), now=when)
+        assert [d.filename for d in plan.candidates()] == names
+        commits: list[int] = []
+        save = session.store.save_aggregates
+
+        def counted(*aggregates: Any) -> None:
+            commits.append(len(aggregates))
+            save(*aggregates)
+
+        monkeypatch.setattr(session.store, "save_aggregates", counted)
+        with (
+            fs.watch("fsync") as fsyncs,
+            fs.watch("open", when=named(LOCK_NAME)) as holds,
+        ):
+            report = apply_cleanup_from_journal(session, plan, now=when)
+        monkeypatch.undo()
+        assert report.error is None
+        assert {d.filename: d.status for d in report.decisions} == dict.fromkeys(
+            names, Status.DELETED
+        )
+        assert _intent_groups(session, names) == batches
+        # Per batch: its intents in one commit, its deletions in another ...
+        assert commits == [n for n in batches for _ in range(2)]
+        # ... five directory fsyncs whatever its size, and one hold of the lock.
+        assert fsyncs.hits == 5 * len(batches)
+        assert holds.hits == len(batches)
+        assert os.listdir(results_of(session_dir)) == []
+        assert intents_of(session_dir) == []
+
+
+def test_one_batch_deletes_some_puts_one_back_and_keeps_a_leased_one(
+    session_dir: Path, fs: InterceptingFS
+) -> None:
+    clock = FakeClock(datetime.now(UTC))
+    with open_session(session_dir, fs=fs, clock=clock) as session:
+        doomed, changed = _stored_many(session, 2)
+        leased = session.externalizer.externalize("c2: a long line\n" * 5000, "bash")
+        last = stored(session, "c3")
+        names = [doomed, changed, name_of(leased), last]
+        plan, when = _planned_many(session, names)
+        session.journal.prepare(
+            ArtifactRetentionClaim.from_memory_reference(leased.artifact.for_memory())
+        )
+
+        def change(call: Call, result: None) -> None:
+            with _quarantined_path(session_dir, changed).open("ab") as file:
+                file.write(b"changed after planning\n")
+
+        with fs.after("rename", change, when=named(changed)):
+            report = apply_cleanup_from_journal(session, plan, now=when)
+        assert report.error is None
+        assert {d.filename: (d.status, d.detail) for d in report.decisions} == {
+            doomed: (Status.DELETED, "verified and unlinked"),
+            changed: (Status.RACE_DETECTED, "not the planned file: put back"),
+            names[2]: (Status.RETAINED_REFERENCED, "a claim appeared after planning"),
+            last: (Status.DELETED, "verified and unlinked"),
+        }
+        assert {n: state_of(session, n) for n in names} == {
+            doomed: "deleted",
+            changed: "sealed",
+            names[2]: "sealed",
+            last: "deleted",
+        }
+        assert sorted(os.listdir(results_of(session_dir))) == [changed, names[2]]
+        assert (
+            (results_of(session_dir) / changed)
+            .read_bytes()
+            .endswith(b"changed after planning\n")
+        )
+        assert intents_of(session_dir) == []
+
+
+def test_an_io_error_moving_a_batch_puts_back_what_moved_and_stops(
+    session_dir: Path, fs: InterceptingFS
+) -> None:
+    clock = FakeClock(datetime.now(UTC))
+    with open_session(session_dir, fs=fs, clock=clock) as session:
+        names = _stored_many(session, 3)
+        data = {n: (results_of(session_dir) / n).read_bytes() for n in names}
+        plan, when = _planned_many(session, names)
+        with fs.fail("rename", errno.EIO, when=named(names[1])):
+            report = apply_cleanup_from_journal(session, plan, now=when)
+        assert report.error is not None
+        assert report.error.startswith(f"{names[1]}: ")
+        assert "Input/output error" in report.error
+        # The first had moved: put back; none was reported or recorded deleted.
+        assert report.decisions == plan.decisions
+        assert report.untouched == tuple(names)
+        for name in names:
+            assert (results_of(session_dir) / name).read_bytes() == data[name]
+            assert state_of(session, name) == "sealed"  # settled, usable
+    with open_session(session_dir, clock=clock) as reopened:
+        assert reopened.recovery is not None
+        assert reopened.recovery.quarantine_resolved == []
+        assert intents_of(session_dir) == []
+        again = plan_cleanup_from_journal(reopened, policy=deleting(), now=when)
+        report = apply_cleanup_from_journal(reopened, again, now=when)
+        assert {d.status for d in report.decisions} == {Status.DELETED}
+
+
+def test_an_unlink_refused_mid_batch_reports_the_deletions_made_and_denies_it(
+    session_dir: Path, fs: InterceptingFS
+) -> None:
+    clock = FakeClock(datetime.now(UTC))
+    with open_session(session_dir, fs=fs, clock=clock) as session:
+        names = _stored_many(session, 3)
+        first, refused, third = names
+        data = {n: (results_of(session_dir) / n).read_bytes() for n in names}
+        plan, when = _planned_many(session, names)
+        with fs.fail("unlink", errno.EACCES, when=named(refused), times=1):
+            report = apply_cleanup_from_journal(session, plan, now=when)
+        assert report.error is not None
+        assert report.error.startswith(f"{refused}: ")
+        assert {d.filename: (d.status, d.reason) for d in report.decisions} == {
+            first: (Status.DELETED, "expired_unreferenced_artifact_deleted"),
+            refused: (Status.DENIED, "artifact_delete_denied"),
+            third: (Status.PLANNED_DELETE, "expired_unreferenced_artifact"),
+        }
+        assert report.untouched == (third,)
+        # The unlink made before the refusal is recorded; the others went back.
+        assert state_of(session, first) == "deleted"
+        assert not (results_of(session_dir) / first).exists()
+        for name in (refused, third):
+            assert (results_of(session_dir) / name).read_bytes() == data[name]
+            assert state_of(session, name) == "sealed"
+    with open_session(session_dir, clock=clock) as reopened:
+        assert reopened.recovery is not None
+        assert reopened.recovery.quarantine_resolved == []
+        assert intents_of(session_dir) == []
+        assert state_of(reopened, first) == "deleted"
+
+
+def _planned_many(session: Session, names: list[str]) -> tuple[Any, datetime]:
+    when = session.clock.now() + OLD
+    plan = plan_cleanup_from_journal(session, policy=deleting(), now=when)
+    assert [d.filename for d in plan.candidates()] == names
+    return plan, when
