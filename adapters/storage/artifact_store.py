@@ -97,6 +97,7 @@ class LocalArtifactStore(SessionArtifactNames):
             create=not session.read_only,
         )
         self._closer = weakref.finalize(self, self._fs.close, self._dir_fd)
+        self._floor: int | None = None  # see _next_floor
 
     # life cycle -------------------------------------------------------------
 
@@ -298,9 +299,22 @@ class LocalArtifactStore(SessionArtifactNames):
         return (entry.st_dev, entry.st_ino) == (info.st_dev, info.st_ino)
 
     def _next_floor(self) -> int:
-        """Return one above the highest artifact name present (S2.2)."""
-        numbers = [artifact_number(name) for name in self._fs.listdir(self._dir_fd)]
-        return max((n for n in numbers if n is not None), default=0) + 1
+        """Return a number no name present holds, per what this store has seen (S2.2).
+
+        The directory is listed once, for names no reservation accounts for
+        (a copied-in file); after that the store's own names raise the floor,
+        other writers reserve from the same event store, and a name taken
+        anyway is skipped when its link fails. Listing per store made every
+        spill cost O(artifacts in the session).
+        """
+        if self._floor is None:
+            numbers = (artifact_number(n) for n in self._fs.listdir(self._dir_fd))
+            self._floor = max((n for n in numbers if n is not None), default=0) + 1
+        return self._floor
+
+    def _taken(self, name: str) -> None:
+        """Raise the floor past a name this store now holds."""
+        self._floor = max(self._next_floor(), (artifact_number(name) or 0) + 1)
 
     def _reserve(self, at_least: int) -> str:
         number = self._session.store.reserve_artifact_number(at_least=at_least)
@@ -319,9 +333,10 @@ class LocalArtifactStore(SessionArtifactNames):
                     tmp, final, src_dir_fd=self._dir_fd, dst_dir_fd=self._dir_fd
                 )
             except FileExistsError:
-                at_least = artifact_number(final) or 0
-                at_least += 1
+                self._taken(final)
+                at_least = self._next_floor()
                 continue
+            self._taken(final)
             return final
         raise OSError(errno.EEXIST, "every reserved artifact name was taken")
 
@@ -374,9 +389,13 @@ class LocalArtifactStore(SessionArtifactNames):
         for _ in range(_NAME_ATTEMPTS):
             final = self._reserve(at_least)
             try:
-                return self._create_locked(final), final
+                fd = self._create_locked(final)
             except FileExistsError:
-                at_least = (artifact_number(final) or 0) + 1
+                self._taken(final)
+                at_least = self._next_floor()
+                continue
+            self._taken(final)
+            return fd, final
         raise OSError(errno.EEXIST, "every reserved artifact name was taken")
 
 

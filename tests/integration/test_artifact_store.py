@@ -176,13 +176,44 @@ def test_numbers_survive_reopening_and_stay_above_names_present(
     with open_session(session_dir) as first, LocalArtifactStore(first) as store:
         assert store.store([b"a"], source_tool="t").filename == "tool_result_001.txt"
     (session_dir / "tool-results" / "tool_result_001.txt").unlink()
+    planted = session_dir / "tool-results" / "tool_result_1000.txt"
     with open_session(session_dir) as again, LocalArtifactStore(again) as store:
         assert store.store([b"b"], source_tool="t").filename == "tool_result_002.txt"
-        planted = session_dir / "tool-results" / "tool_result_1000.txt"
         planted.write_bytes(b"someone else's")
         planted.chmod(0o600)
-        assert store.store([b"c"], source_tool="t").filename == "tool_result_1001.txt"
-        assert planted.read_bytes() == b"someone else's"
+        # The directory is listed when the store opens, not per store: a name
+        # planted later is never overwritten, and numbers go on from ours.
+        assert store.store([b"c"], source_tool="t").filename == "tool_result_003.txt"
+    with open_session(session_dir) as third, LocalArtifactStore(third) as store:
+        assert store.store([b"d"], source_tool="t").filename == "tool_result_1001.txt"
+    assert planted.read_bytes() == b"someone else's"
+
+
+class CountingListdir(FaultyFS):
+    """Counts the listings of a directory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listings = 0
+
+    def listdir(self, fd: int) -> list[str]:  # type: ignore[override]
+        self.listings += 1
+        return os.listdir(fd)
+
+
+def test_storing_does_not_list_the_directory_per_artifact(session_dir: Path) -> None:
+    fs = CountingListdir()
+    with (
+        open_session(session_dir, event_store="memory", fs=fs) as session,
+        LocalArtifactStore(session) as store,
+    ):
+        before = fs.listings
+        names = [store.store([b"x"], source_tool="t").filename for _ in range(20)]
+        with store.open_stream("t") as stream:
+            stream.write(b"y")
+        assert fs.listings - before <= 1  # the first store's, once
+    assert names == [f"tool_result_{n:03d}.txt" for n in range(1, 21)]
+    assert stream.artifact.filename == "tool_result_021.txt"
 
 
 # symlinks (A1-A3) ------------------------------------------------------------
