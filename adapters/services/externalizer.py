@@ -470,10 +470,10 @@ class SessionExternalizer:
         key_line_scanner: KeyLineScanner | None = None,
     ) -> Artifact:
         """Store bytes verbatim, a text as UTF-8."""
-        # A lone surrogate fails to encode here: store_failed.
-        data = payload.encode("utf-8") if isinstance(payload, str) else payload
+        # A lone surrogate fails to encode: store_failed, nothing left behind.
+        pieces = _encoded(payload) if isinstance(payload, str) else _pieces(payload)
         return self.store.store(
-            _pieces(data),
+            pieces,
             source_tool=tool_name,
             tool_use_id=tool_use_id,
             is_error=is_error,
@@ -725,6 +725,12 @@ def _complete_tail(data: bytes) -> str:
     while start < min(3, len(data)) and 0x80 <= data[start] < 0xC0:
         start += 1
     return data[start:].decode("utf-8", "replace")
+
+
+def _encoded(text: str) -> Iterator[bytes]:
+    """Yield `text` as UTF-8, a piece at a time (no second copy of a huge text)."""
+    for start in range(0, len(text), _PIECE):
+        yield text[start : start + _PIECE].encode("utf-8")
 
 
 def _pieces(data: bytes) -> Iterator[bytes]:
