@@ -8,7 +8,7 @@ import unicodedata
 from dataclasses import dataclass, replace
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from spillvault.domain.enums import SizeUnit
@@ -48,6 +48,7 @@ NOTICE = re.compile(
     + re.escape(HINT)
     + r"\]\n"
 )
+_SURROGATES = re.compile("[\ud800-\udfff]")
 KEY_BLOCK = re.compile(r"\[key lines from the omitted part: (\d+)\]\n")
 
 
@@ -337,7 +338,9 @@ def test_a_whole_preview_from_the_store_pass_equals_one_that_scans_again(
         tool_limits={"t": ToolLimit(limit, unit)},
         max_key_lines=max_key_lines,
     )
-    stored = text.encode("utf-8", "surrogatepass")
+    # As the gate stores a str: one with a lone surrogate fails to store.
+    assume(not _SURROGATES.search(text))
+    stored = text.encode("utf-8")
     budget = policy.limit_for("t").budget
     edge = data.draw(st.sampled_from([16, budget, budget, 2 * budget, 4 * budget]))
     scanner = KeyLineScanner(policy, back_window=7, edge=edge)
