@@ -17,7 +17,8 @@ order, escapes, CR before the newline or a BOM all fail) and hash-valid. The
 chain (`JournalChain`) then checks sequence, `prev`, position order, session
 and the lease transition of each record. Comparing each record with the stored
 event at its position is the caller's job: nothing else catches a record that
-was edited with every later record re-chained.
+was edited with every later record re-chained. `RecordProjector` builds those
+stored events' records, chained, for that comparison and for catching up.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ import json
 import re
 from dataclasses import dataclass, replace
 from datetime import datetime
+from json.encoder import encode_basestring_ascii
 from types import MappingProxyType
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, NewType, cast
 
 from .enums import ArtifactLeasePhase
 from .errors import ArtifactLeaseJournalError, IllegalTransition
@@ -63,10 +65,14 @@ CLAIM_FIELDS = frozenset(
 )
 """The JSON keys of a prepared record's claim."""
 
+JournalLine = NewType("JournalLine", bytes)
+"""A record's canonical line, newline included: what `encode` returns (J1)."""
+
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 _BOM = b"\xef\xbb\xbf"
 _PREPARED = ArtifactLeasePhase.PREPARED.value
 _PHASES = frozenset(LEASE_MACHINE.states)
+_NEW = "in a new journal record"
 
 
 @dataclass(frozen=True)
@@ -114,23 +120,64 @@ class _Fault(Exception):
         return ArtifactLeaseJournalError(f"{self.kind} {where}{suffix}")
 
 
-def _canonical(obj: object) -> bytes:
-    return json.dumps(
-        obj,
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=True,
-        allow_nan=False,
-    ).encode("ascii")
+# The canonical JSON of a record, written field by field in sorted key order:
+# what json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+# writes, without walking a dict per record. `encode_basestring_ascii` is the
+# C function json.dumps itself calls for a str when ensure_ascii is set.
+_json_str = encode_basestring_ascii
+_CLAIM = '{"content_sha256":%s,"reference_count":%d,"retain_until":%s,"source_id":%s}'
+# The body up to where `sha256` sorts (after `session_id`), and after it.
+_HEAD = (
+    '{"at":%s,"claim":%s,"phase":%s,"position":%d,"prev":%s,"sequence":%d,'
+    '"session_id":%s,'
+)
+_TAIL = '"transaction_id":%s}'
+_LINE = '%s"sha256":%s,%s\n'
+
+
+def _claim_json(claim: ClaimData | None) -> str:
+    if claim is None:
+        return "null"
+    until = claim["retain_until"]
+    return _CLAIM % (
+        _json_str(cast("str", claim["content_sha256"])),
+        claim["reference_count"],
+        "null" if until is None else _json_str(cast("str", until)),
+        _json_str(cast("str", claim["source_id"])),
+    )
+
+
+def _halves(record: JournalRecord) -> tuple[str, str]:
+    """Return the canonical body's text before `sha256`'s place and after it."""
+    head = _HEAD % (
+        _json_str(record.at),
+        _claim_json(record.claim),
+        _json_str(record.phase),
+        record.position,
+        _json_str(record.prev),
+        record.sequence,
+        _json_str(record.session_id),
+    )
+    return head, _TAIL % _json_str(record.transaction_id)
+
+
+def _hash(head: str, tail: str) -> str:
+    """Return the hex SHA-256 of the canonical body `head + tail` (J2)."""
+    return hashlib.sha256((head + tail).encode("ascii")).hexdigest()
+
+
+def _line(head: str, sha256: str, tail: str) -> JournalLine:
+    return JournalLine((_LINE % (head, _json_str(sha256), tail)).encode("ascii"))
 
 
 def _digest(record: JournalRecord) -> str:
-    return hashlib.sha256(_canonical(record.body())).hexdigest()
+    return _hash(*_halves(record))
 
 
-def encode(record: JournalRecord) -> bytes:
+def encode(record: JournalRecord) -> JournalLine:
     """Return the record's canonical line, newline included (J1)."""
-    return _canonical({**record.body(), "sha256": record.sha256}) + b"\n"
+    head, tail = _halves(record)
+    return _line(head, record.sha256, tail)
 
 
 # field checks ---------------------------------------------------------------
@@ -166,13 +213,24 @@ def _timestamp(name: str, value: object) -> str:
     return text
 
 
+def _aware(value: object) -> bool:
+    """Say whether `_timestamp` would accept `value` (a fast path's check)."""
+    if type(value) is not str:
+        return False
+    try:
+        return datetime.fromisoformat(value).utcoffset() is not None
+    except ValueError:
+        return False
+
+
 def _exact_keys(obj: Mapping[str, object], keys: frozenset[str], prefix: str) -> None:
+    if obj.keys() == keys:
+        return
     missing = sorted(keys - obj.keys())
     if missing:
         raise _Fault(f"missing field {prefix + missing[0]!r}")
     extra = sorted(obj.keys() - keys)
-    if extra:
-        raise _Fault(f"unexpected field {prefix + extra[0]!r}")
+    raise _Fault(f"unexpected field {prefix + extra[0]!r}")
 
 
 def _claim(value: object, phase: str) -> ClaimData | None:
@@ -196,10 +254,42 @@ def _claim(value: object, phase: str) -> ClaimData | None:
     }
 
 
-def _checked(fields: Mapping[str, object], sha256: str) -> JournalRecord:
-    phase = fields["phase"]
-    if not isinstance(phase, str) or phase not in _PHASES:
+def _plain_claim_json(value: object) -> str | None:
+    """Return the canonical JSON of a claim plainly valid as it is, else None.
+
+    Exact types only, so whatever it accepts `_claim` accepts unchanged; the
+    rest (faults, int or str subclasses) is left to `_claim`.
+    """
+    if type(value) is not dict or value.keys() != CLAIM_FIELDS:
+        return None
+    source_id, digest = value["source_id"], value["content_sha256"]
+    count, until = value["reference_count"], value["retain_until"]
+    if (
+        type(source_id) is str
+        and source_id
+        and type(digest) is str
+        and _SHA256_HEX.fullmatch(digest)
+        and type(count) is int
+        and count >= 1
+        and (until is None or _aware(until))
+    ):
+        return _CLAIM % (
+            _json_str(digest),
+            count,
+            "null" if until is None else _json_str(until),
+            _json_str(source_id),
+        )
+    return None
+
+
+def _phase(value: object) -> str:
+    if not isinstance(value, str) or value not in _PHASES:
         raise _Fault("invalid field 'phase'", f"must be one of {sorted(_PHASES)}")
+    return value
+
+
+def _checked(fields: Mapping[str, object], sha256: str) -> JournalRecord:
+    phase = _phase(fields["phase"])
     return JournalRecord(
         sequence=_integer("sequence", fields["sequence"], 1),
         prev=_hex_digest("prev", fields["prev"]),
@@ -237,10 +327,132 @@ def make_record(  # noqa: PLR0913 - one argument per hashed field (J2)
         "at": at,
     }
     try:
-        record = _checked(fields, "")
+        unhashed = _checked(fields, "")
     except _Fault as fault:
-        raise fault.located("in a new journal record") from None
-    return replace(record, sha256=_digest(record))
+        raise fault.located(_NEW) from None
+    return replace(unhashed, sha256=_digest(unhashed))
+
+
+class RecordProjector:
+    """Builds the next records of a journal from lease events, chained (J1, J2).
+
+    It checks each event's fields as `make_record` does (its sequence and
+    `prev` come from the chain, so they are right by construction) and writes
+    each line and hashes it once: `line` to compare with a journal or append
+    to one, `record` where the record itself is wanted. The claim is taken as
+    JSON gives it, an object or null. A failed check leaves the chain as it was.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        last_sequence: int = 0,
+        last_sha256: str = GENESIS_PREV,
+        last_position: int = 0,
+    ) -> None:
+        try:
+            self._session_id = _text("session_id", session_id)
+            self._session_json = _json_str(session_id)
+            self.last_sequence = _integer("sequence", last_sequence, 0)
+            self.last_sha256 = _hex_digest("prev", last_sha256)
+            self.last_position = _integer("position", last_position, 0)
+        except _Fault as fault:
+            raise fault.located(_NEW) from None
+
+    def line(
+        self,
+        *,
+        position: int,
+        transaction_id: str,
+        phase: str,
+        claim: object,
+        at: str,
+    ) -> JournalLine:
+        """Check the next event's fields, chain its record and return its line."""
+        # The plain case in one pass; anything else through make_record's
+        # checks, which name the fault or accept it (an int subclass, say).
+        claim_json = "null" if claim is None else _plain_claim_json(claim)
+        if not (
+            claim_json is not None
+            and (phase == _PREPARED) is (claim is not None)
+            and type(phase) is str
+            and phase in _PHASES
+            and type(position) is int
+            and position >= 1
+            and type(transaction_id) is str
+            and transaction_id
+            and _aware(at)
+        ):
+            checked = self._checked(position, transaction_id, phase, claim, at)
+            claim_json = _claim_json(checked)
+        sequence = self.last_sequence + 1
+        head = _HEAD % (
+            _json_str(at),
+            claim_json,
+            _json_str(phase),
+            position,
+            _json_str(self.last_sha256),
+            sequence,
+            self._session_json,
+        )
+        tail = _TAIL % _json_str(transaction_id)
+        sha256 = _hash(head, tail)
+        self.last_sequence, self.last_sha256 = sequence, sha256
+        self.last_position = position
+        return _line(head, sha256, tail)
+
+    def record(
+        self,
+        *,
+        position: int,
+        transaction_id: str,
+        phase: str,
+        claim: object,
+        at: str,
+    ) -> JournalRecord:
+        """Check the next event's fields, chain its record and return it."""
+        checked = self._checked(position, transaction_id, phase, claim, at)
+        prev = self.last_sha256
+        self.line(
+            position=position,
+            transaction_id=transaction_id,
+            phase=phase,
+            claim=checked,
+            at=at,
+        )
+        return JournalRecord(
+            sequence=self.last_sequence,
+            prev=prev,
+            position=position,
+            session_id=self._session_id,
+            transaction_id=transaction_id,
+            phase=phase,
+            claim=checked,
+            at=at,
+            sha256=self.last_sha256,
+        )
+
+    @staticmethod
+    def _checked(
+        position: object,
+        transaction_id: object,
+        phase: object,
+        claim: object,
+        at: object,
+    ) -> ClaimData | None:
+        """Check an event's fields as `make_record` does; return the claim's copy."""
+        try:
+            # In the record's `_checked` order: a bad event names the same
+            # fault first as make_record would.
+            known = _phase(phase)
+            _integer("position", position, 1)
+            _text("transaction_id", transaction_id)
+            checked = _claim(claim, known)
+            _timestamp("at", at)
+        except _Fault as fault:
+            raise fault.located(_NEW) from None
+        return checked
 
 
 # decoding -------------------------------------------------------------------
@@ -467,8 +679,10 @@ __all__ = [
     "RECORD_FIELDS",
     "ClaimData",
     "JournalChain",
+    "JournalLine",
     "JournalRecord",
     "JournalSplit",
+    "RecordProjector",
     "decode_line",
     "decode_line_at",
     "encode",

@@ -54,17 +54,9 @@ class LiveLease:
         """Say whether it protects: prepared always (S4.7), committed until bound."""
         return self.phase is ArtifactLeasePhase.PREPARED or self.claim.is_active(now)
 
-    def to_entry(self) -> dict[str, Any]:
-        """Return the primitive form the view's events carry."""
-        return {
-            "phase": self.phase.value,
-            "claim": self.claim.to_dict(),
-            "prepared_at": self.prepared_at.isoformat(),
-        }
-
     @classmethod
     def from_entry(cls, transaction_id: str, entry: Mapping[str, Any]) -> LiveLease:
-        """Rebuild from `to_entry()` output."""
+        """Rebuild from a view entry: its `phase`, `claim` and `prepared_at`."""
         return cls(
             transaction_id=transaction_id,
             phase=ArtifactLeasePhase(entry["phase"]),
@@ -135,16 +127,16 @@ class SessionView(BaseAggregate[UUID]):
         self,
         position: int,
         checkpoint: JournalCheckpoint,
-        changed: Iterable[LiveLease],
+        changed: Mapping[str, Mapping[str, Any]],
         closed: Iterable[str],
         artifacts: Mapping[str, ArtifactRecord],
     ) -> None:
-        """Record that everything up to `position` is folded in."""
+        """Record that everything up to `position` is folded in; entries by tx id."""
         self.trigger_event(
             self.Advanced,
             position=position,
             journal=_checkpoint_dict(checkpoint),
-            changed={lease.transaction_id: lease.to_entry() for lease in changed},
+            changed=dict(changed),
             closed=list(closed),
             artifacts={name: record.to_entry() for name, record in artifacts.items()},
         )

@@ -12,10 +12,11 @@ commit and its append) is caught up. The view is saved to the store every
 
 from __future__ import annotations
 
+import json
 import logging
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from uuid import UUID
 
 from spillvault.domain.artifact import ARTIFACT_CREATED_TOPICS, Artifact
@@ -23,17 +24,17 @@ from spillvault.domain.enums import ArtifactLeasePhase
 from spillvault.domain.errors import ArtifactLeaseJournalError, ArtifactStoreConflict
 from spillvault.domain.journal_records import (
     JournalChain,
+    JournalLine,
     JournalRecord,
+    RecordProjector,
     decode_line,
     encode,
-    make_record,
     split_journal,
 )
 from spillvault.domain.lease import LEASE_PHASE_AFTER, Lease
 from spillvault.domain.machines import LEASE_MACHINE
 from spillvault.domain.session_view import (
     SESSION_VIEW_ID,
-    ZERO_HASH,
     ArtifactRecord,
     JournalCheckpoint,
     LiveLease,
@@ -42,7 +43,7 @@ from spillvault.domain.session_view import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from eventsourcing.persistence import Notification
 
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from spillvault.adapters.storage.journal_table import JournalTable
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 SAVE_EVERY = 1000
 """Events folded or skipped after which `sync` saves the view (a reopen reads fewer)."""
@@ -65,7 +67,17 @@ _ARTIFACT_TOPIC = "spillvault:Artifact."
 _PHASE_OF_TOPIC = {
     topic: ArtifactLeasePhase(phase) for topic, phase in LEASE_PHASE_AFTER.items()
 }
+_PREPARED = ArtifactLeasePhase.PREPARED
+# Each phase's name, and its events' time field (named after the phase entered).
+_PHASE_FIELDS = {
+    phase: (phase.value, f"{phase.value}_at") for phase in ArtifactLeasePhase
+}
 _LIVE = LEASE_MACHINE.live_states
+# A lease event's fields are primitives (S8.1) and the store neither encrypts
+# nor compresses its events: the stored state is their JSON. Reading it as
+# such builds no domain event and runs no transcoder hook per object (the one
+# field a hook would convert, eventsourcing's `timestamp`, is not used).
+_read_state = json.JSONDecoder().decode
 
 
 @dataclass(frozen=True)
@@ -103,7 +115,7 @@ class LeaseProjection:
         }
         self._artifact_ids: dict[UUID, str] = {}
         self._changed_artifacts: dict[str, ArtifactRecord] = {}
-        self._ids: dict[UUID, str] = {}
+        self._ids: dict[UUID | str, str] = {}
         self._changed: dict[str, dict[str, Any]] = {}
         self._closed: set[str] = set()
         self._folded = 0
@@ -181,21 +193,20 @@ class LeaseProjection:
         journaled = iter(
             [chain.accept(decode_line(line, chain.next_line)) for _, line in lines]
         )
-        missing: list[JournalRecord] = []
-        sequence, prev, last_position = start.sequence, start.sha256, start.position
+        projector = self._projector(start)
+        missing: list[JournalLine] = []
         for event in self._new_lease_events():
-            position, transaction_id, phase, fields = event
-            record = self._record(sequence + 1, prev, event)
+            line = _project(projector.line, event)
             found = next(journaled, None)
             if found is None:
-                missing.append(record)
-            elif found != record:
+                missing.append(line)
+            elif encode(found) != line:
                 msg = (
-                    f"journal line {record.sequence} does not match the stored "
-                    f"event at position {position}"
+                    f"journal line {projector.last_sequence} does not match the "
+                    f"stored event at position {projector.last_position}"
                 )
                 raise ArtifactLeaseJournalError(msg)
-            sequence, prev, last_position = record.sequence, record.sha256, position
+            _, transaction_id, phase, fields = event
             self._fold(transaction_id, phase, fields)
         extra = next(journaled, None)
         if extra is not None:
@@ -208,8 +219,13 @@ class LeaseProjection:
             return
         end = complete_end
         if missing:
-            end = self._file.append(missing, expect_end=complete_end)
-        self._checkpoint = JournalCheckpoint(end, sequence, prev, last_position)
+            end = self._file.append_lines(missing, expect_end=complete_end)
+        self._checkpoint = JournalCheckpoint(
+            end,
+            projector.last_sequence,
+            projector.last_sha256,
+            projector.last_position,
+        )
         # Saving when the journal is first written makes a deleted journal
         # evident from then on: the checkpoint says how much must be there.
         if max(self._folded, self._seen) >= SAVE_EVERY or (missing and not start.end):
@@ -265,24 +281,17 @@ class LeaseProjection:
 
     def _all_records(self) -> Iterator[JournalRecord]:
         """Project every lease event in the store, from position 0 (J2)."""
-        sequence, prev = 0, ZERO_HASH
+        projector = self._projector(JournalCheckpoint())
         for event in self.lease_events():
-            record = self._record(sequence + 1, prev, event)
-            yield record
-            sequence, prev = record.sequence, record.sha256
+            yield _project(projector.record, event)
 
-    def _record(self, sequence: int, prev: str, event: LeaseEvent) -> JournalRecord:
-        position, transaction_id, phase, fields = event
-        return make_record(
-            sequence=sequence,
-            prev=prev,
-            position=position,
-            session_id=self._session.session_id,
-            transaction_id=transaction_id,
-            phase=phase.value,
-            claim=fields.get("claim"),
-            # A lease event's time field is named after the phase it enters.
-            at=fields[f"{phase.value}_at"],
+    def _projector(self, checkpoint: JournalCheckpoint) -> RecordProjector:
+        """Return a projector chaining records on from `checkpoint`."""
+        return RecordProjector(
+            self._session.session_id,
+            last_sequence=checkpoint.sequence,
+            last_sha256=checkpoint.sha256,
+            last_position=checkpoint.position,
         )
 
     # --------------------------------------------------------- whole journal
@@ -290,15 +299,17 @@ class LeaseProjection:
     def verify_whole(self) -> JournalReport:
         """Verify every line against the store (`journal verify`, GC planning).
 
-        A line equal to the encoding of the store's event at its place is
+        A line equal to the projection of the store's event at its place
+        (checked as `make_record` checks it, chained from the start) is
         canonical, hash-valid, chained and legal by construction; only a line
-        that differs is decoded, to name its fault.
+        that differs is decoded, to name its fault. The store's events are
+        read once, in bulk, and each expected line is built and hashed once.
         """
         with self._session.lock:
             self._sync_locked()
-            expected = self._all_records()
+            projector = self._projector(JournalCheckpoint())
+            expected = (_project(projector.line, e) for e in self.lease_events())
             end = records = 0
-            last: JournalRecord | None = None
             pending = b""  # bytes after `end` not yet split into lines
             while block := self._file.read_from(
                 end + len(pending), limit=_VERIFY_BLOCK
@@ -306,10 +317,10 @@ class LeaseProjection:
                 pending += block
                 cut = pending.rfind(b"\n") + 1
                 for line in pending[: max(cut - 1, 0)].split(b"\n") if cut else ():
-                    want = next(expected, None)
-                    if want is None or line + b"\n" != encode(want):
-                        self._mismatch(line, records + 1, last)
-                    last, records = want, records + 1
+                    sha256, position = projector.last_sha256, projector.last_position
+                    if next(expected, None) != line + b"\n":
+                        self._mismatch(line, records, sha256, position)
+                    records += 1
                 end, pending = end + cut, pending[cut:]
             if next(expected, None) is not None:
                 msg = f"journal ends at line {records}; the store has more"
@@ -317,14 +328,15 @@ class LeaseProjection:
         return JournalReport(records=records, end=end, torn_bytes=len(pending))
 
     def _mismatch(
-        self, line: bytes, line_no: int, last: JournalRecord | None
+        self, line: bytes, records: int, last_sha256: str, last_position: int
     ) -> NoReturn:
-        """Name the fault of a line that is not the store's record at its place."""
+        """Name the fault of the line after `records` good ones (not the store's)."""
+        line_no = records + 1
         chain = JournalChain(
             session_id=self._session.session_id,
-            last_sequence=0 if last is None else last.sequence,
-            last_sha256=ZERO_HASH if last is None else last.sha256,
-            last_position=0 if last is None else last.position,
+            last_sequence=records,
+            last_sha256=last_sha256,
+            last_position=last_position,
             next_line=line_no,
         )
         chain.accept(decode_line(line, line_no))
@@ -363,22 +375,22 @@ class LeaseProjection:
         if phase is None:
             msg = f"unknown lease event {note.topic!r} at position {note.id}"
             raise ArtifactLeaseJournalError(msg)
-        event = self._session.store.mapper.to_domain_event(note)
-        fields: dict[str, Any] = dict(event.__dict__)
-        lease_id = UUID(str(note.originator_id))
-        if phase is ArtifactLeasePhase.PREPARED:
+        fields: dict[str, Any] = _read_state(note.state.decode("utf-8"))
+        # Keyed as the recorder gives it (ours give UUIDs): no conversion per event.
+        lease_id = note.originator_id
+        if phase is _PREPARED:
             transaction_id = str(fields["transaction_id"])
             self._ids[lease_id] = transaction_id
         else:
-            transaction_id = self._transaction_of(lease_id)
+            transaction_id = self._ids.get(lease_id) or self._transaction_of(lease_id)
         return note.id, transaction_id, phase, fields
 
-    def _transaction_of(self, lease_id: UUID) -> str:
+    def _transaction_of(self, lease_id: UUID | str) -> str:
+        """Map a lease this process did not see prepared: by the view, or the store."""
+        # Leases prepared before this process opened the view: map them at once.
+        self._ids.update({Lease.create_id(tx): tx for tx in self._live})
         if lease_id not in self._ids:
-            # Leases prepared before this process opened the view: map them once.
-            self._ids.update({Lease.create_id(tx): tx for tx in self._live})
-        if lease_id not in self._ids:
-            lease = self._session.store.get_lease_by_id(lease_id)
+            lease = self._session.store.get_lease_by_id(UUID(str(lease_id)))
             self._ids[lease_id] = lease.transaction_id
         return self._ids[lease_id]
 
@@ -386,7 +398,7 @@ class LeaseProjection:
         self, transaction_id: str, phase: ArtifactLeasePhase, fields: dict[str, Any]
     ) -> None:
         self._folded += 1
-        if phase is ArtifactLeasePhase.PREPARED:
+        if phase is _PREPARED:
             entry = {
                 "phase": phase.value,
                 "claim": dict(fields["claim"]),
@@ -449,11 +461,7 @@ class LeaseProjection:
             changed, closed, artifacts = self._difference(view)
         for _ in range(2):
             view.advance(
-                self._position,
-                self._checkpoint,
-                [LiveLease.from_entry(tx, e) for tx, e in changed.items()],
-                sorted(closed),
-                artifacts,
+                self._position, self._checkpoint, changed, sorted(closed), artifacts
             )
             try:
                 store.save_aggregates(view)
@@ -483,6 +491,19 @@ class LeaseProjection:
             if view.artifacts.get(name) != record.to_entry()
         }
         return changed, set(view.live) - set(self._live), artifacts
+
+
+def _project(projector: Callable[..., _T], event: LeaseEvent) -> _T:
+    """Chain the next record of `event` with `projector.line` or `.record`."""
+    position, transaction_id, phase, fields = event
+    name, at_field = _PHASE_FIELDS[phase]
+    return projector(
+        position=position,
+        transaction_id=transaction_id,
+        phase=name,
+        claim=fields.get("claim"),
+        at=fields[at_field],
+    )
 
 
 def session_projection(session: SessionHandles) -> LeaseProjection:

@@ -33,7 +33,12 @@ from spillvault.adapters.storage.fs import (
 from spillvault.adapters.storage.fs import exists as entry_exists
 from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.errors import ArtifactAccessError, ArtifactLeaseJournalError
-from spillvault.domain.journal_records import JournalRecord, decode_line_at, encode
+from spillvault.domain.journal_records import (
+    JournalLine,
+    JournalRecord,
+    decode_line_at,
+    encode,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
@@ -204,14 +209,20 @@ class JournalFile:
         without writing: re-read it. A missing file is created (exclusive,
         0600, directory fsynced) only when `expect_end` is 0.
         """
+        return self.append_lines(
+            [encode(record) for record in records], expect_end=expect_end
+        )
+
+    def append_lines(self, lines: Sequence[JournalLine], *, expect_end: int) -> int:
+        """Append records already encoded (`encode`, `RecordProjector.line`)."""
         self._check_healthy()
-        if not records:
+        if not lines:
             msg = "append needs at least one record"
             raise ValueError(msg)
         if expect_end < 0:
             msg = "expect_end must be >= 0"
             raise ValueError(msg)
-        data = b"".join(encode(record) for record in records)
+        data = b"".join(lines)
         with self._poisoning():
             fd = self._open_for_append(expect_end)
             try:

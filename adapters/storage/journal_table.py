@@ -36,7 +36,12 @@ from spillvault.adapters.storage.postgres_store import (
     synchronous_options,
 )
 from spillvault.domain.errors import ArtifactLeaseJournalError
-from spillvault.domain.journal_records import JournalRecord, decode_line_at, encode
+from spillvault.domain.journal_records import (
+    JournalLine,
+    JournalRecord,
+    decode_line_at,
+    encode,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -299,18 +304,23 @@ class JournalTable:
         that is shorter or longer (another writer) raises without writing:
         re-read it. A missing table is created only when `expect_end` is 0.
         """
+        return self.append_lines(
+            [encode(record) for record in records], expect_end=expect_end
+        )
+
+    def append_lines(self, lines: Sequence[JournalLine], *, expect_end: int) -> int:
+        """Append records already encoded (`encode`, `RecordProjector.line`)."""
         self._check_healthy()
-        if not records:
+        if not lines:
             msg = "append needs at least one record"
             raise ValueError(msg)
         if expect_end < 0:
             msg = "expect_end must be >= 0"
             raise ValueError(msg)
-        lines = [encode(record) for record in records]
         self._write(lambda c: self._append(c, lines, expect_end))
         return expect_end + sum(len(line) for line in lines)
 
-    def _append(self, connection: Connection, lines: list[bytes], end: int) -> None:
+    def _append(self, connection: Connection, lines: Sequence[bytes], end: int) -> None:
         schema, table = self._found(connection)
         if not table:
             self._check_schema(schema=schema)
@@ -345,7 +355,9 @@ class JournalTable:
         )
         raise ArtifactLeaseJournalError(msg)
 
-    def _insert(self, connection: Connection, start: int, lines: list[bytes]) -> None:
+    def _insert(
+        self, connection: Connection, start: int, lines: Sequence[bytes]
+    ) -> None:
         for first in range(0, len(lines), COPY_ROWS):
             with (
                 connection.cursor() as cursor,
@@ -378,7 +390,9 @@ class JournalTable:
         self._write(lambda c: self._swap_in(c, lines, keep_aside_suffix))
         return sum(len(line) for line in lines)
 
-    def _swap_in(self, connection: Connection, lines: list[bytes], suffix: str) -> None:
+    def _swap_in(
+        self, connection: Connection, lines: Sequence[bytes], suffix: str
+    ) -> None:
         schema, table = self._found(connection)
         self._check_schema(schema=schema)
         self._create(connection)  # the aside tables too, if only they are missing

@@ -250,6 +250,18 @@ def test_append_creates_the_journal_private_whatever_the_umask(
     assert verify((tmp_path / NAME).read_bytes()) == (records, b"")
 
 
+def test_append_lines_writes_the_encoded_records_as_they_are(
+    journal: JournalFile, tmp_path: Path
+) -> None:
+    records = build(5)
+    end = journal.append_lines([encode(r) for r in records[:2]], expect_end=0)
+    end = journal.append_lines([encode(r) for r in records[2:]], expect_end=end)
+    assert (tmp_path / NAME).read_bytes() == lines(records)
+    assert end == len(lines(records))
+    with pytest.raises(ValueError, match="at least one record"):
+        journal.append_lines([], expect_end=end)
+
+
 def test_append_needs_records_and_a_sane_end(journal: JournalFile) -> None:
     with pytest.raises(ValueError, match="at least one record"):
         journal.append([], expect_end=0)

@@ -221,6 +221,21 @@ def test_appends_round_trip_the_encoded_bytes(
     assert rows_of(postgres_dsn, schema) == expected
 
 
+def test_append_lines_writes_the_encoded_records_as_they_are(
+    journal: JournalTable, postgres_dsn: str, schema: str
+) -> None:
+    records = RECORDS[:5]
+    end = journal.append_lines([encode(r) for r in records[:2]], expect_end=0)
+    end = journal.append_lines([encode(r) for r in records[2:]], expect_end=end)
+    assert journal.read_from(0) == lines(records)
+    assert end == len(lines(records))
+    assert [line for _, line in rows_of(postgres_dsn, schema)] == [
+        encode(r) for r in records
+    ]
+    with pytest.raises(ValueError, match="at least one record"):
+        journal.append_lines([], expect_end=end)
+
+
 def test_read_from_an_offset_with_a_limit(journal: JournalTable) -> None:
     records = RECORDS[:4]
     end = journal.append(records, expect_end=0)

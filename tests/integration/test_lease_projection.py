@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -28,7 +29,6 @@ from support.intercept import InterceptingFS, named
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
     from spillvault.domain.journal_records import JournalRecord
 
@@ -212,6 +212,74 @@ def test_an_unknown_lease_event_in_the_store_is_refused(session: Session) -> Non
         live(session)
 
 
+# ----------------------------------------------- projecting the stored events
+
+
+def records_the_slow_way(session: Session) -> list[JournalRecord]:
+    """Every lease event through eventsourcing's mapper and make_record."""
+    records: list[JournalRecord] = []
+    prev = "0" * 64
+    transactions: dict[object, str] = {}
+    for note in session.store.notifications(after=0):
+        if not note.topic.startswith("spillvault:Lease."):
+            continue
+        fields = session.store.mapper.to_domain_event(note).__dict__
+        phase = note.topic.removeprefix("spillvault:Lease.").lower()
+        transactions.setdefault(note.originator_id, fields.get("transaction_id"))
+        record = make_record(
+            sequence=len(records) + 1,
+            prev=prev,
+            position=note.id,
+            session_id=session.session_id,
+            transaction_id=str(transactions[note.originator_id]),
+            phase=phase,
+            claim=fields.get("claim"),
+            at=fields[f"{phase}_at"],
+        )
+        records.append(record)
+        prev = record.sha256
+    return records
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+def test_the_journal_is_the_mapper_s_events_projected(
+    session_dir: Path, clock: FakeClock, request: pytest.FixtureRequest, kind: str
+) -> None:
+    # The projection reads stored states as plain JSON, which holds while the
+    # stores keep events unencrypted, uncompressed and of primitive fields.
+    store = {"memory": "memory", "sqlite": None}.get(kind)
+    if kind == "postgres":
+        store = request.getfixturevalue("postgres_dsn")
+    with open_session(session_dir, clock=clock, event_store=store) as session:
+        mapper = session.store.mapper
+        assert (mapper.cipher, mapper.compressor) == (None, None)
+        prepare(session, "tx-1")
+        prepare(session, "tx-2", "y")
+        session.journal.commit("tx-1")
+        session.journal.abort("tx-2")
+        session.journal.release("tx-1")
+        prepare(session, "tx-é\u2028", "z")
+        expected = [encode(record) for record in records_the_slow_way(session)]
+        assert len(expected) == 6
+        assert lines_of(session_dir) == expected
+        assert session.journal.verify().records == 6
+        session.journal.repair()
+        assert lines_of(session_dir) == expected
+
+
+def test_a_stored_event_no_record_can_hold_is_refused(session: Session) -> None:
+    prepare(session, "tx-1")
+    lease = session.store.get_lease("tx-1")
+    lease.trigger_event(Lease.Committed, committed_at="yesterday")
+    session.store.save_aggregates(lease)
+    message = "invalid field 'at' in a new journal record: must be ISO-8601"
+    with pytest.raises(ArtifactLeaseJournalError, match=message):
+        live(session)
+    with pytest.raises(ArtifactLeaseJournalError, match=message):
+        session_projection(session).verify_whole()
+    assert len(lines_of(Path(session.path))) == 1
+
+
 # -------------------------------------------------------------- whole verify
 
 
@@ -282,7 +350,7 @@ def _view_forgetting(session: Session, tx: str | None = None) -> None:
     view = session.store.get_session_view()
     assert view is not None
     end = max(note.id for note in session.store.notifications(after=0))
-    view.advance(end, view.checkpoint, [], [] if tx is None else [tx], {})
+    view.advance(end, view.checkpoint, {}, [] if tx is None else [tx], {})
     session.store.save_aggregates(view)
 
 

@@ -477,19 +477,19 @@ def test_a_failed_append_is_redone_in_order_by_the_next_sync(
     session: Session, session_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     claim = stored_claim(session)
-    real = JournalFile.append
+    real = JournalFile.append_lines
     calls: list[int] = []
 
-    def append_failing_once(self: JournalFile, records: Any, *, expect_end: int) -> int:
-        calls.append(len(records))
+    def append_failing_once(self: JournalFile, lines: Any, *, expect_end: int) -> int:
+        calls.append(len(lines))
         if len(calls) == 1:
             msg = (
                 "journal has complete lines after offset 0 (another writer): re-read it"
             )
             raise ArtifactLeaseJournalError(msg)
-        return real(self, records, expect_end=expect_end)
+        return real(self, lines, expect_end=expect_end)
 
-    monkeypatch.setattr(JournalFile, "append", append_failing_once)
+    monkeypatch.setattr(JournalFile, "append_lines", append_failing_once)
     with pytest.raises(ArtifactLeaseJournalError, match="re-read"):
         session.journal.prepare(claim, transaction_id="first")
     # The first PREPARED is stored; the next sync journals it before the second.

@@ -15,10 +15,12 @@ from hypothesis import strategies as st
 
 from spillvault.domain.errors import ArtifactLeaseJournalError
 from spillvault.domain.journal_records import (
+    CLAIM_FIELDS,
     GENESIS_PREV,
     RECORD_FIELDS,
     JournalChain,
     JournalRecord,
+    RecordProjector,
     decode_line,
     decode_line_at,
     encode,
@@ -728,6 +730,11 @@ def test_legal_histories_round_trip_and_verify(records: list[JournalRecord]) -> 
     assert [encode(decode_line(encode(r), 1)) for r in records] == [
         encode(r) for r in records
     ]
+    # The codec writes each field itself: it must be json.dumps' canonical form.
+    for record in records:
+        body = record.body()
+        assert encode(record) == canonical({**body, "sha256": record.sha256}) + b"\n"
+        assert record.sha256 == hashlib.sha256(canonical(body)).hexdigest()
 
 
 @given(legal_histories(), st.data())
@@ -739,3 +746,207 @@ def test_any_cut_keeps_a_verifiable_prefix(
     kept, torn = verify(whole[:cut], records[0].session_id)
     assert kept == records[: len(kept)]
     assert journal_bytes(kept) + torn == whole[:cut]
+
+
+# the projector ----------------------------------------------------------------
+
+
+def event_of(record: JournalRecord) -> dict[str, object]:
+    """The projector's arguments for the event `record` stands for."""
+    return {
+        "position": record.position,
+        "transaction_id": record.transaction_id,
+        "phase": record.phase,
+        "claim": record.claim,
+        "at": record.at,
+    }
+
+
+@given(legal_histories())
+def test_the_projector_chains_what_make_record_chains(
+    records: list[JournalRecord],
+) -> None:
+    lines = RecordProjector(records[0].session_id)
+    built = RecordProjector(records[0].session_id)
+    for record in records:
+        assert lines.line(**event_of(record)) == encode(record)  # type: ignore[arg-type]
+        assert built.record(**event_of(record)) == record  # type: ignore[arg-type]
+        assert (lines.last_sequence, lines.last_sha256, lines.last_position) == (
+            record.sequence,
+            record.sha256,
+            record.position,
+        )
+
+
+def test_a_projector_resumes_from_a_checkpoint() -> None:
+    last = TWENTY[9]
+    projector = RecordProjector(
+        SESSION,
+        last_sequence=last.sequence,
+        last_sha256=last.sha256,
+        last_position=last.position,
+    )
+    assert (
+        [projector.line(**event_of(r)) for r in TWENTY[10:]]
+        == [  # type: ignore[arg-type]
+            encode(r) for r in TWENTY[10:]
+        ]
+    )
+
+
+def test_the_projector_copies_the_claim_of_a_record() -> None:
+    claim = claim_for("tx")
+    record = RecordProjector(SESSION).record(
+        position=1, transaction_id="tx", phase="prepared", claim=claim, at=AT
+    )
+    claim["reference_count"] = 99
+    assert record.claim is not None
+    assert record.claim["reference_count"] == 2
+
+
+class Count(int):
+    """An int subclass: make_record takes it, as JSON writes it, like an int."""
+
+
+class Text(str):
+    """A str subclass, likewise."""
+
+    __slots__ = ()
+
+
+AT = "2026-01-01T00:00:00+00:00"
+EVENT: dict[str, object] = {
+    "position": 1,
+    "transaction_id": "tx",
+    "phase": "prepared",
+    "claim": claim_for("tx"),
+    "at": AT,
+}
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"position": Count(5)},
+        {"transaction_id": Text("tx")},
+        {"at": Text(AT)},
+        {"claim": {**claim_for("tx"), "reference_count": Count(3)}},
+        {"claim": {**claim_for("tx"), "source_id": Text("source")}},
+        {"claim": {**claim_for("tx"), "retain_until": None}},
+        {"phase": "committed", "claim": None},
+    ],
+)
+def test_the_projector_takes_what_make_record_takes(changes: dict[str, object]) -> None:
+    event = {**EVENT, **changes}
+    line = RecordProjector(SESSION).line(**event)  # type: ignore[arg-type]
+    record = make_record(sequence=1, prev=GENESIS_PREV, session_id=SESSION, **event)  # type: ignore[arg-type]
+    assert line == encode(record)
+
+
+BAD_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-2, 2),
+    st.sampled_from(["", "x", "prepared", "committed", "bogus", AT, "2026-01-01"]),
+    st.just([]),
+)
+BAD_CLAIMS = st.one_of(
+    st.none(),
+    st.fixed_dictionaries(
+        {}, optional=dict.fromkeys(sorted(CLAIM_FIELDS | {"extra"}), BAD_VALUES)
+    ),
+)
+
+
+@given(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "position": BAD_VALUES,
+            "transaction_id": BAD_VALUES,
+            "phase": BAD_VALUES,
+            "at": BAD_VALUES,
+            "claim": BAD_CLAIMS,
+        },
+    )
+)
+def test_the_projector_refuses_what_make_record_refuses(
+    changes: dict[str, object],
+) -> None:
+    event = {**EVENT, **changes}
+    projector = RecordProjector(SESSION)
+    try:
+        record = make_record(sequence=1, prev=GENESIS_PREV, session_id=SESSION, **event)  # type: ignore[arg-type]
+    except ArtifactLeaseJournalError as error:
+        with raises(str(error), whole=True):
+            projector.line(**event)  # type: ignore[arg-type]
+        # A refused event leaves the chain where it was.
+        assert (projector.last_sequence, projector.last_sha256) == (0, GENESIS_PREV)
+    else:
+        assert projector.line(**event) == encode(record)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"phase": "bogus"},
+        {"phase": ["prepared"]},
+        {"position": 0},
+        {"position": True},
+        {"transaction_id": ""},
+        {"transaction_id": 7},
+        {"at": ""},
+        {"at": "later"},
+        {"at": "2026-01-01"},
+        {"claim": None},
+        {"phase": "committed"},
+        {"claim": {**claim_for("tx"), "retain_until": "later"}},
+        {"claim": {**claim_for("tx"), "retain_until": "2026-01-01"}},
+        {"claim": {**claim_for("tx"), "content_sha256": "F" * 64}},
+        {"claim": {**claim_for("tx"), "reference_count": 0}},
+        {"claim": {**claim_for("tx"), "source_id": ""}},
+        {"claim": {**claim_for("tx"), "extra": 1}},
+        {"position": 0, "at": "later"},
+    ],
+)
+def test_the_projector_names_the_fault_make_record_names(
+    changes: dict[str, object],
+) -> None:
+    event = {**EVENT, **changes}
+    with pytest.raises(ArtifactLeaseJournalError) as refused:
+        make_record(sequence=1, prev=GENESIS_PREV, session_id=SESSION, **event)  # type: ignore[arg-type]
+    with raises(str(refused.value), whole=True):
+        RecordProjector(SESSION).line(**event)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"claim": "text"}, "must be an object on a prepared record"),
+        ({"claim": ["a"]}, "must be an object on a prepared record"),
+        ({"phase": "committed", "claim": "text"}, "must be null on a committed"),
+    ],
+)
+def test_the_projector_refuses_a_claim_json_would_not_give(
+    changes: dict[str, object], message: str
+) -> None:
+    # JSON gives a claim as an object or null; make_record's callers pass a
+    # mapping. Whatever else an event holds is refused, not converted.
+    with raises(f"invalid field 'claim' in a new journal record: {message}"):
+        RecordProjector(SESSION).line(**{**EVENT, **changes})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"session_id": ""}, "invalid field 'session_id' in a new journal record"),
+        ({"last_sequence": -1}, "invalid field 'sequence' in a new journal record"),
+        ({"last_sha256": "x"}, "invalid field 'prev' in a new journal record"),
+        ({"last_position": -1}, "invalid field 'position' in a new journal record"),
+    ],
+)
+def test_a_projector_refuses_a_bad_checkpoint(
+    arguments: dict[str, object], message: str
+) -> None:
+    with raises(message):
+        RecordProjector(**{"session_id": SESSION, **arguments})  # type: ignore[arg-type]
