@@ -91,6 +91,7 @@ bench: $(STAMP) $(NPM_STAMP)
 	$(BIN)/python bench/bench_mcp_proxy.py
 	$(BIN)/python bench/bench_object_store.py
 	$(BIN)/python bench/bench_hook_start.py
+	$(BIN)/python bench/bench_scaling.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis $(NPM_DIR)/node_modules
