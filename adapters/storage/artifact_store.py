@@ -97,7 +97,7 @@ class LocalArtifactStore(SessionArtifactNames):
             create=not session.read_only,
         )
         self._closer = weakref.finalize(self, self._fs.close, self._dir_fd)
-        self._floor: int | None = None  # see _next_floor
+        self._floor: int | None = None  # set once a name is found taken
 
     # life cycle -------------------------------------------------------------
 
@@ -299,22 +299,21 @@ class LocalArtifactStore(SessionArtifactNames):
         return (entry.st_dev, entry.st_ino) == (info.st_dev, info.st_ino)
 
     def _next_floor(self) -> int:
-        """Return a number no name present holds, per what this store has seen (S2.2).
+        """Return the lowest number worth reserving, as far as this store knows (S2.2).
 
-        The directory is listed once, for names no reservation accounts for
-        (a copied-in file); after that the store's own names raise the floor,
-        other writers reserve from the same event store, and a name taken
-        anyway is skipped when its link fails. Listing per store made every
-        spill cost O(artifacts in the session).
+        The counter in the event store is above every name any writer of the
+        session made, so the directory is listed only when a reserved name is
+        found taken anyway (a copied-in file, a restored event store), and
+        then once: listing per store made every spill cost O(artifacts).
         """
+        return self._floor or 1
+
+    def _taken(self, name: str) -> None:
+        """Skip past `name`, found on disk: above every name there, the first time."""
         if self._floor is None:
             numbers = (artifact_number(n) for n in self._fs.listdir(self._dir_fd))
             self._floor = max((n for n in numbers if n is not None), default=0) + 1
-        return self._floor
-
-    def _taken(self, name: str) -> None:
-        """Raise the floor past a name this store now holds."""
-        self._floor = max(self._next_floor(), (artifact_number(name) or 0) + 1)
+        self._floor = max(self._floor, (artifact_number(name) or 0) + 1)
 
     def _reserve(self, at_least: int) -> str:
         number = self._session.store.reserve_artifact_number(at_least=at_least)
@@ -336,7 +335,6 @@ class LocalArtifactStore(SessionArtifactNames):
                 self._taken(final)
                 at_least = self._next_floor()
                 continue
-            self._taken(final)
             return final
         raise OSError(errno.EEXIST, "every reserved artifact name was taken")
 
@@ -394,7 +392,6 @@ class LocalArtifactStore(SessionArtifactNames):
                 self._taken(final)
                 at_least = self._next_floor()
                 continue
-            self._taken(final)
             return fd, final
         raise OSError(errno.EEXIST, "every reserved artifact name was taken")
 
