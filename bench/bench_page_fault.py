@@ -7,10 +7,13 @@ Builds a ~200 MB artifact of realistic log text (~3M lines) through the real
 1. `read_artifact(handle, offset=1_000_000, limit=50)` — verified: only the
    chunk(s) holding those lines are read and checked against their digests —
    against the seed's naive reader in this script (read the whole file,
-   SHA-256 it, decode, split, slice). Target: >= 100x faster.
+   SHA-256 it, decode, split, slice). Target: >= 400x faster.
 2. `grep_artifact(handle, RARE)` for a rare literal over the whole artifact,
    verifying every 1 MiB chunk, against GNU `grep -F -c` and `grep -F -n` run
-   as subprocesses on the same file in the same run. Target: <= 4x grep.
+   as subprocesses on the same file in the same run. Target: <= 2x grep -c.
+   For scale, the verification floor: `pread` + SHA-256 of every chunk on one
+   thread (a verified scan cannot use less CPU; its threads split it over the
+   cores). grep_artifact's CPU time (all its threads) is printed beside it.
 
 Every time is the median of N interleaved rounds (the order alternating) after
 one warm-up run of each contender, so the page cache is warm for all of them
@@ -44,14 +47,23 @@ from spillvault.adapters.session import open_session
 from spillvault.adapters.storage.artifact_store import LocalArtifactStore
 from spillvault.domain.constants import CHUNK_SIZE
 
-from harness import interleave, print_host, print_table
+from harness import (
+    interleave,
+    load_average,
+    print_host,
+    print_table,
+    round_by_round,
+    verdict,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from harness import Lap
+    from harness import Lap, Rounds
 
 TARGET_BYTES = 200 * 1000 * 1000
+PAGE_TARGET = 400  # x faster than the naive reader
+GREP_TARGET = 2.0  # x grep -F -c's time
 PAGE_OFFSET = 1_000_000
 PAGE_LIMIT = 50
 RARE = "FATAL checksum mismatch on shard-7f3a"
@@ -119,6 +131,19 @@ def naive_page(path: str, expected_sha256: str) -> str:
     return "\n".join(lines[PAGE_OFFSET : PAGE_OFFSET + PAGE_LIMIT])
 
 
+def hash_chunks(path: str) -> int:
+    """The verification floor: pread and SHA-256 every chunk, on one thread."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = 0
+        while data := os.pread(fd, CHUNK_SIZE, chunks * CHUNK_SIZE):
+            hashlib.sha256(data).digest()
+            chunks += 1
+        return chunks
+    finally:
+        os.close(fd)
+
+
 def run_grep(flag: str, path: str) -> bytes:
     """Run GNU grep -F with `flag` (-c or -n); exit 1 (no match) is fine."""
     done = subprocess.run(
@@ -158,6 +183,7 @@ def bench(session_dir: str, runs: int, naive_runs: int) -> int:
         content = artifact.stored_content
         assert content is not None
         handle = store.handle_for(artifact.filename)
+        path = os.path.join(store.tool_results_dir, artifact.filename)
         reader = ArtifactReader(session, store)
         print(
             f"artifact: {content.size_bytes / 1e6:.1f} MB, "
@@ -177,27 +203,35 @@ def bench(session_dir: str, runs: int, naive_runs: int) -> int:
 
         def naive(lap: Lap) -> None:
             with lap.time():
-                pages["naive"] = naive_page(handle, content.content_sha256)
+                pages["naive"] = naive_page(path, content.content_sha256)
 
         def grep(lap: Lap) -> None:
+            cpu = time.process_time()
             with lap.time():
                 result = reader.grep_artifact(handle, RARE, max_matches=1000)
+            lap.add(time.process_time() - cpu, "cpu")
             lines["ours"] = [m.line_number for m in result.matches]
+
+        def floor(lap: Lap) -> None:
+            with lap.time():
+                chunks = hash_chunks(path)
+            assert chunks == len(content.chunk_sha256)
 
         def count(lap: Lap) -> None:
             with lap.time():
-                counted = run_grep("-c", handle)
+                counted = run_grep("-c", path)
             lines["count"] = [int(counted)]
 
         def number(lap: Lap) -> None:
             with lap.time():
-                numbered = run_grep("-n", handle)
+                numbered = run_grep("-n", path)
             lines["theirs"] = [int(n.split(b":", 1)[0]) for n in numbered.splitlines()]
 
         contenders = {
             "page": page,
             "naive": naive,
             "grep": grep,
+            "floor": floor,
             "count": count,
             "number": number,
         }
@@ -213,14 +247,19 @@ def bench(session_dir: str, runs: int, naive_runs: int) -> int:
         assert [len(ours)] == lines["count"], (ours, lines["count"])
         assert ours, "the rare literal should occur"
 
-    median = {name: times.stats(name).median for name in contenders}
+    report(times, len(ours))
+    return 0
+
+
+def report(times: Rounds, hits: int) -> None:
+    """Print the medians, then each ratio with its target and per-round figures."""
+    median = {name: times.stats(name).median for name in times.times}
     rows = [
         ("read 50 lines at line 1,000,000 (verified)", median["page"]),
         ("naive: read all + SHA-256 + split + slice", median["naive"]),
-        (
-            f"grep_artifact literal, {len(ours)} hits, all chunks verified",
-            median["grep"],
-        ),
+        (f"grep_artifact literal, {hits} hits, all chunks verified", median["grep"]),
+        ("  its CPU time, all threads", times.stats("grep", "cpu").median),
+        ("floor: pread + SHA-256 of every chunk, one thread", median["floor"]),
         ("GNU grep -F -c (subprocess)", median["count"]),
         ("GNU grep -F -n (subprocess)", median["number"]),
     ]
@@ -233,14 +272,20 @@ def bench(session_dir: str, runs: int, naive_runs: int) -> int:
     print()
     speedup = times.ratio("naive", "page")
     vs_count = times.ratio("grep", "count")
-    vs_number = times.ratio("grep", "number")
+    met = verdict(ok=vs_count.of_medians <= GREP_TARGET)
     print(
         f"page read speed-up vs naive: {speedup.of_medians:,.0f}x  "
-        f"(per-round {speedup.per_round:,.0f}x; target >= 100x)"
+        f"(per-round {speedup.per_round:,.0f}x; target >= {PAGE_TARGET}x: "
+        f"{verdict(ok=speedup.of_medians >= PAGE_TARGET)})"
     )
-    print(f"grep_artifact / grep -F -c:  {vs_count.describe()}  (target <= 4x)")
-    print(f"grep_artifact / grep -F -n:  {vs_number.describe()}  (target <= 4x)")
-    return 0
+    print(
+        f"grep_artifact / grep -F -c:  {vs_count.describe()}  "
+        f"(target <= {GREP_TARGET:g}x: {met})"
+    )
+    print(f"grep_artifact / grep -F -n:  {times.ratio('grep', 'number').describe()}")
+    print(f"grep_artifact / floor:       {times.ratio('grep', 'floor').describe()}")
+    print(f"grep_artifact / grep -F -c by round: {round_by_round(vs_count.rounds)}")
+    print(f"load now {load_average()}")
 
 
 if __name__ == "__main__":

@@ -24,12 +24,14 @@ never occurs inside a UTF-8 sequence and the decoder resynchronises at every
 byte that is not a continuation byte, decoding a line's bytes alone gives the
 same text as decoding the whole artifact and splitting it.
 
-Literal grep searches the raw bytes chunk by chunk for the encoded pattern,
-with the next chunks read and verified ahead on a thread or two (`hashlib`
-and `pread` release the GIL), and decodes only the lines that match. A regex runs
-in a separate Python process fed the verified bytes through a pipe, and is
-killed when its wall-clock limit passes (CPython's `re` holds the GIL, so a
-thread could not be stopped).
+Literal grep searches the raw bytes chunk by chunk for the encoded pattern and
+decodes only the lines that match. Read-ahead threads, one a core, read each
+next chunk, verify it and only then search it (`pread`, `hashlib` and a
+Hyperscan scan all release the GIL, so hashing, the costliest part, runs on
+every core); line numbers come from the recorded newline counts plus a count
+up to each hit. A regex runs in a separate Python process fed the verified
+bytes through a pipe, and is killed when its wall-clock limit passes (CPython's
+`re` holds the GIL, so a thread could not be stopped).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, NamedTuple, Self, TypeVar
 
 from spillvault.domain.bounds import number_problem
 from spillvault.domain.constants import CHUNK_SIZE
@@ -53,6 +55,11 @@ from spillvault.domain.errors import ArtifactAccessError, ArtifactIntegrityError
 from spillvault.domain.machines import ARTIFACT_MACHINE
 from spillvault.domain.reading import GrepMatch, GrepResult
 from spillvault.domain.values import ArtifactReference
+
+try:
+    import hyperscan
+except ImportError:  # pragma: no cover - the wheel is a dependency on Linux
+    hyperscan = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -62,10 +69,14 @@ if TYPE_CHECKING:
     from spillvault.domain.artifact import ArtifactContent
     from spillvault.domain.ports import ArtifactBlob, ArtifactReadPort
 
+_T = TypeVar("_T")
+
 DEFAULT_REGEX_TIMEOUT = 5.0
-PREFETCH_DEPTH = 2
-# Read-ahead threads for scans: leave a core to the thread that searches.
-PREFETCH_WORKERS = max(1, min(2, (os.cpu_count() or 1) - 1))
+# Read-ahead threads for scans: hashing bounds a scan, so one a core (the
+# thread that builds the result mostly waits), up to four, which verify 8 GB/s:
+# more than a page cache copy or an object store keeps up with.
+PREFETCH_WORKERS = max(1, min(4, os.cpu_count() or 1))
+PREFETCH_DEPTH = 2 * PREFETCH_WORKERS
 _CACHE_CHUNKS = 4
 _FAST_PATTERN_LIMIT = 4096  # longer needles take the per-line path
 _NEWLINE = b"\n"
@@ -202,7 +213,7 @@ class ArtifactReader:
         timeout = self.regex_timeout if regex_timeout is None else regex_timeout
         if regex:
             _check_regex_timeout(timeout)
-        with self._open(artifact, prefetch=True) as chunks:
+        with self._open(artifact) as chunks:
             search = _Search(chunks, context, max_matches)
             if regex:
                 lines = _regex_lines(chunks, pattern, offset, max_matches + 1, timeout)
@@ -221,9 +232,7 @@ class ArtifactReader:
 
     # plumbing ---------------------------------------------------------------
 
-    def _open(
-        self, artifact: ArtifactReference | str, *, prefetch: bool = False
-    ) -> _Chunks:
+    def _open(self, artifact: ArtifactReference | str) -> _Chunks:
         reference = artifact if isinstance(artifact, ArtifactReference) else None
         handle = artifact if reference is None else reference.handle
         if not isinstance(handle, str):
@@ -253,7 +262,7 @@ class ArtifactReader:
                     f"{content.size_bytes} recorded"
                 )
                 raise ArtifactIntegrityError(msg)
-            return _Chunks(blob, filename, content, prefetch=prefetch)
+            return _Chunks(blob, filename, content)
         except BaseException:
             blob.close()
             raise
@@ -318,12 +327,7 @@ class _Chunks:
     """
 
     def __init__(
-        self,
-        blob: ArtifactBlob,
-        filename: str,
-        content: ArtifactContent | None,
-        *,
-        prefetch: bool = False,
+        self, blob: ArtifactBlob, filename: str, content: ArtifactContent | None
     ) -> None:
         self.blob = blob
         self.filename = filename
@@ -332,7 +336,7 @@ class _Chunks:
         self.count = -(-size // CHUNK_SIZE)
         self._cache: dict[int, bytes] = {}
         self._pending: dict[int, Future[bytes]] = {}
-        self._pool = ThreadPoolExecutor(PREFETCH_WORKERS) if prefetch else None
+        self._pool: ThreadPoolExecutor | None = None  # started by the first scan
         # newlines before chunk i, for the chunks counted so far: all of them
         # from the record; an open stream's are counted (unverified) on demand
         self._prefix = [0]
@@ -340,6 +344,7 @@ class _Chunks:
             for count in content.chunk_newlines:
                 self._prefix.append(self._prefix[-1] + count)
         self._memo = (-1, 0, 0)  # chunk, offset in it, newlines before that point
+        self._newline = (0, -1)  # the last newline found: its number, its position
 
     def __enter__(self) -> Self:
         return self
@@ -407,13 +412,17 @@ class _Chunks:
                 del self._cache[next(iter(self._cache))]
             self._cache[index] = chunk
 
-    def prefetch(self, first: int) -> None:
-        """Start reading and verifying the chunks after `first - 1` ahead."""
+    def ahead(self, task: Callable[[int], _T], index: int) -> Future[_T]:
+        """Run `task(index)` on a read-ahead thread."""
         if self._pool is None:
-            return
+            self._pool = ThreadPoolExecutor(PREFETCH_WORKERS)
+        return self._pool.submit(task, index)
+
+    def prefetch(self, first: int) -> None:
+        """Start reading and verifying the chunks from `first` on ahead."""
         for index in range(first, min(first + PREFETCH_DEPTH, self.count)):
             if index not in self._cache and index not in self._pending:
-                self._pending[index] = self._pool.submit(self.load, index)
+                self._pending[index] = self.ahead(self.load, index)
 
     def get(self, index: int) -> bytes:
         """Return chunk `index`, verified."""
@@ -422,10 +431,14 @@ class _Chunks:
             return data
         future = self._pending.pop(index, None)
         data = future.result() if future is not None else self.load(index)
+        self.keep(index, data)
+        return data
+
+    def keep(self, index: int, data: bytes) -> None:
+        """Hold chunk `index`'s verified bytes for the rest of the call (a few)."""
         if len(self._cache) >= _CACHE_CHUNKS:
             del self._cache[next(iter(self._cache))]
         self._cache[index] = data
-        return data
 
     def slice(self, start: int, end: int) -> bytes:
         """Return the verified bytes `[start, end)` (reading all checks the file)."""
@@ -473,9 +486,14 @@ class _Chunks:
         """Return the byte position of the `number`-th newline (1-based)."""
         prefix = self._prefix  # covers `number`: callers ask has_newline first
         index = bisect.bisect_left(prefix, number) - 1
-        return index * CHUNK_SIZE + _nth_newline(
-            self.get(index), number - prefix[index]
-        )
+        base = index * CHUNK_SIZE
+        # A page's end is searched for from its start, not its chunk's start.
+        known, at = self._newline
+        if not (at >= base and known <= number):
+            known, at = prefix[index], base - 1
+        position = base + _nth_newline(self.get(index), number - known, at + 1 - base)
+        self._newline = (number, position)
+        return position
 
     def line_start(self, line: int) -> int | None:
         """Return where 0-based line piece `line` starts, None past the last."""
@@ -626,13 +644,12 @@ class _Search:
         return self.done()
 
 
-def _nth_newline(data: bytes, number: int) -> int:
-    """Return the position of the `number`-th newline (1-based) in `data`.
+def _nth_newline(data: bytes, number: int, start: int = 0) -> int:
+    """Return the position of the `number`-th newline (1-based) from `start` on.
 
     Whole blocks are skipped with `count` (C speed), then at most one block's
     newlines are stepped through with `find`.
     """
-    start = 0
     while True:
         end = start + _SEEK_BLOCK
         count = data.count(_NEWLINE, start, end)
@@ -662,14 +679,36 @@ def _fast_needle(pattern: str) -> bytes | None:
     return needle if len(needle) <= _FAST_PATTERN_LIMIT else None
 
 
+class _Probe(NamedTuple):
+    """What a read-ahead thread found in one verified chunk."""
+
+    first: int  # where the needle first occurs in the chunk, -1 nowhere
+    data: bytes | None  # the chunk, kept only when the needle occurs in it
+    # its first and last `len(needle) - 1` bytes, for matches across chunks
+    head: bytes
+    tail: bytes
+
+
 class _Finder:
-    """Finds a needle in verified chunks, including across chunk boundaries."""
+    """Finds a needle in verified chunks, including across chunk boundaries.
+
+    Once the search moves past its first chunk, read-ahead threads verify
+    each next chunk, then search it. A chunk without the needle is dropped by
+    the thread that read it, all but its ends: its memory is then reused by
+    that thread's next read rather than handed back to the system and faulted
+    in again (a sixth of a scan's CPU time when it was not). A search that
+    ends in its first chunk starts no thread.
+    """
 
     def __init__(self, chunks: _Chunks, needle: bytes) -> None:
         self.chunks = chunks
         self.needle = needle
         self.keep = len(needle) - 1
+        self.search: Callable[[bytes], int] = operator.methodcaller("find", needle)
+        self.scanning = False  # reading ahead, with the search for many chunks
+        self.probes: dict[int, Future[_Probe]] = {}
         self.index = -1
+        self.probe = _Probe(-1, None, b"", b"")  # of chunk `index`
         self.tail = b""  # the last `keep` bytes of chunk `index - 1`
         self.tail_base = 0
 
@@ -677,24 +716,98 @@ class _Finder:
         """Return the first occurrence at or after `position`, else -1."""
         chunks, needle = self.chunks, self.needle
         if position // CHUNK_SIZE != self.index:  # a jump: no tail before it
-            self.index = position // CHUNK_SIZE
             self.tail = b""
+            self._enter(position // CHUNK_SIZE)
         while self.index < chunks.count:
-            chunks.prefetch(self.index + 1)
-            data = chunks.get(self.index)
-            base = self.index * CHUNK_SIZE
+            probe, base = self.probe, self.index * CHUNK_SIZE
             if self.tail and position < self.tail_base + len(self.tail):
-                window = self.tail + data[: self.keep]
+                window = self.tail + probe.head
                 found = window.find(needle, max(position - self.tail_base, 0))
                 if found >= 0:
                     return self.tail_base + found
-            found = data.find(needle, max(position - base, 0))
-            if found >= 0:
-                return base + found
-            self.tail = data[len(data) - self.keep :] if self.keep else b""
-            self.tail_base = base + len(data) - len(self.tail)
-            self.index += 1
+            start = max(position - base, 0)
+            if probe.first >= start:
+                return base + probe.first
+            if probe.first >= 0:  # an earlier hit: search on past it
+                found = chunks.get(self.index).find(needle, start)
+                if found >= 0:
+                    return base + found
+            self.tail = probe.tail
+            self.tail_base = min(base + CHUNK_SIZE, chunks.size) - len(probe.tail)
+            self._enter(self.index + 1, scan=True)
         return -1
+
+    def _enter(self, index: int, *, scan: bool = False) -> None:
+        """Move to chunk `index`: take its probe; with `scan`, read on ahead."""
+        self.index = index
+        chunks, probes = self.chunks, self.probes
+        if index >= chunks.count:
+            return
+        for passed in [i for i in probes if i < index]:  # a line jumped them
+            probes.pop(passed).cancel()
+        if scan and not self.scanning:
+            self.scanning = True
+            self.search = _first_occurrence(self.needle)
+        if self.scanning:
+            stop = min(index + 1 + PREFETCH_DEPTH, chunks.count)
+            for ahead in range(index + 1, stop):
+                if ahead not in probes:
+                    probes[ahead] = chunks.ahead(self._probe, ahead)
+        future = probes.pop(index, None)
+        self.probe = future.result() if future is not None else self._probe(index)
+        if self.probe.data is not None:
+            self.chunks.keep(index, self.probe.data)
+
+    def _probe(self, index: int) -> _Probe:
+        """Verify chunk `index`, then search it (mostly on a read-ahead thread)."""
+        data = self.chunks.load(index)
+        first = self.search(data)
+        keep = self.keep
+        tail = data[-keep:] if keep else b""
+        return _Probe(first, data if first >= 0 else None, data[:keep], tail)
+
+
+def _first_occurrence(needle: bytes) -> Callable[[bytes], int]:
+    """Return a search for where `needle` first occurs in a chunk (-1: nowhere).
+
+    Hyperscan, compiled once for a scan of many chunks: its scan releases the
+    GIL, and outruns `bytes.find` several times on needles whose first bytes
+    are frequent. `find` serves when Hyperscan refuses the needle (too long)
+    or cannot run here.
+    """
+    if hyperscan is not None:
+        with suppress(hyperscan.error):
+            return _Scan(needle).first
+    return operator.methodcaller("find", needle)
+
+
+class _Scan:
+    """A Hyperscan database matching one byte string; a scratch per thread."""
+
+    def __init__(self, needle: bytes) -> None:
+        self.length = len(needle)
+        self.database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        # Every byte escaped in a pattern: the binding's literal mode would
+        # cut the needle at its first NUL. One match is all `first` needs,
+        # and Hyperscan stops scanning once it has it.
+        pattern = "".join(f"\\x{byte:02x}" for byte in needle)
+        self.database.compile(
+            expressions=[pattern.encode("ascii")], flags=[hyperscan.HS_FLAG_SINGLEMATCH]
+        )
+        self.scratch = threading.local()
+
+    def first(self, data: bytes) -> int:
+        """Return where the needle first occurs in `data`, else -1."""
+        scratch = getattr(self.scratch, "value", None)
+        if scratch is None:
+            scratch = self.scratch.value = hyperscan.Scratch(self.database)
+        ends: list[int] = []
+
+        def record(_id: int, _start: int, end: int, _flags: int, _: object) -> None:
+            ends.append(end)  # None: scan on (after one match Hyperscan stops)
+
+        self.database.scan(data, match_event_handler=record, scratch=scratch)
+        return ends[0] - self.length if ends else -1
 
 
 def _regex_lines(

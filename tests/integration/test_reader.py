@@ -27,6 +27,7 @@ from spillvault.adapters.services.reader import (
     _REGEX_WORKER,
     ArtifactReader,
     RegexTimeoutError,
+    _first_occurrence,
 )
 from spillvault.adapters.session import open_session
 from spillvault.adapters.storage.artifact_store import FileBlob, LocalArtifactStore
@@ -379,6 +380,66 @@ def test_grep_with_offset_in_a_later_chunk(big: tuple[Env, str, bytes]) -> None:
     check_grep(env.reader, handle, data, "NEED|LE", offset=offset, context=3)
 
 
+def _filler(size: int) -> bytearray:
+    """`size` bytes of numbered lines, the needles of the tests below absent."""
+    line = b"%07d filler\n"
+    out = bytearray(b"".join(line % i for i in range(size // len(line % 0) + 1)))
+    del out[size:]
+    return out
+
+
+@settings(max_examples=30)
+@given(
+    needle=st.sampled_from(["NEEDLE", "N\x00\x00N", "\u20acuro", "ab" * 60, "Z"]),
+    places=st.lists(
+        st.tuples(st.integers(1, 2), st.integers(-130, 130)), min_size=1, max_size=5
+    ),
+    tail=st.integers(0, 200),
+    context=st.integers(0, 2),
+)
+def test_grep_finds_needles_around_chunk_boundaries(
+    shared: Env,
+    needle: str,
+    places: list[tuple[int, int]],
+    tail: int,
+    context: int,
+) -> None:
+    """Needles just before, across and just after boundaries, read ahead."""
+    data = _filler(2 * MiB + tail)
+    encoded = needle.encode()
+    for boundary, shift in places:
+        at = min(max(boundary * MiB + shift, 0), len(data) - len(encoded))
+        data[at : at + len(encoded)] = encoded
+    handle = shared.put(bytes(data))
+    for pattern in (needle, needle[: len(needle) // 2 + 1]):
+        check_grep(shared.reader, handle, bytes(data), pattern, context=context)
+        check_grep(shared.reader, handle, bytes(data), pattern, max_matches=2)
+
+
+@settings(max_examples=200)
+@given(
+    data=st.binary(max_size=400),
+    needle=st.binary(min_size=1, max_size=6),
+    copies=st.lists(st.integers(0, 400), max_size=3),
+)
+def test_the_chunk_search_is_find(
+    data: bytes, needle: bytes, copies: list[int]
+) -> None:
+    """Hyperscan (escaped bytes, NUL included) answers what bytes.find does."""
+    for at in copies:
+        data = data[:at] + needle + data[at:]
+    assert _first_occurrence(needle)(data) == data.find(needle)
+
+
+@pytest.mark.parametrize("length", [3999, 4000, 4001, 4096])
+def test_the_chunk_search_takes_the_longest_needles(length: int) -> None:
+    """Past 4000 bytes Hyperscan refuses a needle: bytes.find takes over."""
+    needle = bytes(range(256)) * (length // 256) + b"\x00" * (length % 256)
+    data = b"x" * 100 + needle[:-1] + b"y" + needle + b"z"
+    assert _first_occurrence(needle)(data) == 100 + length
+    assert _first_occurrence(needle)(data[:-2]) == -1
+
+
 def test_grep_pattern_must_be_text(env: Env) -> None:
     handle = env.put(b"abc")
     with pytest.raises(ValueError, match="pattern must be a string"):
@@ -538,6 +599,12 @@ def test_a_flipped_byte_fails_only_its_chunk(env: Env) -> None:
     hit = env.reader.grep_artifact(handle, "0000000", max_matches=3)
     assert [m.line_number for m in hit.matches] == [1, 2, 3]
     assert hit.resume_from == 3
+    # a hit inside the bad chunk, or in the good one after it, is never returned
+    for line in (middle + 5, last + 5):
+        pattern = f"{line:08d} the"
+        assert len(check_grep(env.reader, env.put(data), data, pattern).matches) == 1
+        with pytest.raises(ArtifactIntegrityError, match="digest mismatch in chunk 1"):
+            env.reader.grep_artifact(handle, pattern)
 
 
 def test_truncated_or_extended_file_is_refused(env: Env) -> None:
@@ -638,6 +705,15 @@ def test_open_stream_is_readable_unverified_then_verified_once_sealed(env: Env) 
     stream.close()
     assert env.reader.is_verified(handle) is True
     assert env.reader.read_artifact(handle, 1, 2) == "second half\nthird"
+
+
+def test_an_open_stream_over_chunks_greps_like_the_reference(env: Env) -> None:
+    data = _three_chunks()
+    stream = env.store.open_stream("bash")
+    stream.write(data)
+    for pattern in ("0000000", "lazy dog", "dogend", "absent"):
+        check_grep(env.reader, stream.handle, data, pattern, context=1)
+    stream.close()
 
 
 def test_partial_artifact_is_verified(env: Env) -> None:

@@ -20,7 +20,9 @@ import pytest
 
 from spillvault.adapters.session import open_session
 from spillvault.adapters.storage.s3_client import s3_client
+from spillvault.domain.constants import CHUNK_SIZE
 from spillvault.domain.errors import (
+    ArtifactIntegrityError,
     ArtifactSessionNotFoundError,
     ObjectStoreConfigError,
 )
@@ -105,6 +107,32 @@ def test_a_handle_spilled_on_one_host_reads_and_greps_on_another(
         )
         assert "40001" in answer
         assert "FAILED test_last" in answer
+
+
+def test_a_grep_over_many_chunks_of_an_object_is_verified(
+    vault: dict[str, str],
+) -> None:
+    """Ranged GETs read ahead on several threads: the same hits, and no forgery."""
+    lines = [f"line {n} ok" for n in range(400_000)]  # 5.6 MiB: 6 chunks
+    hits = [75_691, 75_692, 150_000, 399_999]
+    for n in hits:
+        lines[n] = f"line {n} FAILED"
+    text = "\n".join(lines) + "\n"
+    assert text.index("FAILED") == CHUNK_SIZE - 1  # across chunks 0 and 1
+    with _open(vault, "grep-1") as session:
+        ext = session.externalizer
+        handle = _handle(session, text)
+        result = ext.grep_artifact(handle, "FAILED", context=1)
+        assert [m.line_number - 1 for m in result.matches] == hits
+        assert result.matches[-1].before == ("line 399998 ok",)
+        store: Any = ext.store
+        store.client.put_object(
+            Bucket=store.location.bucket,
+            Key=store.key(store.resolve(handle)),
+            Body=text.replace("line 390000 ok", "line 390000 OK").encode(),
+        )
+        with pytest.raises(ArtifactIntegrityError, match="digest mismatch in chunk 5"):
+            ext.grep_artifact(handle, "FAILED")
 
 
 def test_a_vault_needs_a_postgresql_event_store(vault: dict[str, str]) -> None:
