@@ -11,7 +11,12 @@ from eventsourcing.domain import DomainEvent, Snapshot
 from eventsourcing.utils import get_topic
 
 from spillvault.domain.artifact import Artifact, ArtifactContent
-from spillvault.domain.errors import ArtifactIntegrityError, ArtifactLeaseJournalError
+from spillvault.domain.constants import CHUNK_SIZE
+from spillvault.domain.errors import (
+    ArtifactIntegrityError,
+    ArtifactLeaseJournalError,
+    ArtifactRetentionError,
+)
 from spillvault.domain.lease import Lease
 from spillvault.domain.machines import ARTIFACT_MACHINE, LEASE_MACHINE
 from spillvault.domain.numbering import ArtifactNumbers
@@ -79,6 +84,20 @@ def test_artifact_content_must_describe_one_byte_string() -> None:
         ArtifactContent(good.content_sha256, 3, 5, good.chunk_sha256, (1,))
     with pytest.raises(ArtifactIntegrityError, match="size_bytes -1"):
         ArtifactContent(good.content_sha256, -1, 0, (), ())
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["B" * 64, "b" * 63, "b" * 65, "g" * 64, "b" * 63 + "\n", 7],
+)
+def test_every_chunk_digest_is_64_lower_case_hex_digits(bad: object) -> None:
+    digests = ["a" * 64, "b" * 64, "c" * 64]
+    for at in range(3):
+        chunks = [*digests[:at], bad, *digests[at + 1 :]]
+        if isinstance(bad, str) and len(bad) in {63, 65}:
+            chunks[(at + 1) % 3] = "d" * (128 - len(bad))  # the total length stays
+        with pytest.raises(ArtifactRetentionError, match="chunk digest must be 64"):
+            ArtifactContent("e" * 64, 3 * CHUNK_SIZE, 0, tuple(chunks), (0, 0, 0))  # type: ignore[arg-type]
 
 
 def test_quarantine_remembers_and_restore_returns_to_the_prior_state() -> None:
