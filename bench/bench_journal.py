@@ -21,7 +21,10 @@ Two measurements, each against a baseline taken in the same run:
    table compares publishes/s with the baseline's ops/s / 4: a ratio near 1.0
    means a publish costs about four durable writes and little else; below 1.0
    is Python/store overhead. p50/p99 are over every timed publish of every
-   round.
+   round. An info row times those four durable writes alone, interleaved as
+   a publish makes them (the baseline's INSERT + COMMIT, an append + fsync
+   of a 431-byte line to a second file, both again) and gives publishes/s
+   as a fraction of that rate: what no code around the writes can beat.
 
    The history is built fast and honestly: Lease aggregates made with
    `Lease.prepare(...)` + `.commit(...)` (valid claims on the one stored
@@ -64,9 +67,9 @@ Two measurements, each against a baseline taken in the same run:
    cost, not the history (O(new events)); 2b is its baseline.
 
 `--rounds` (3) rounds of each; the order of the contenders (in (1) the 1k,
-100k and SQLite runs) alternates between rounds. Medians are shown, and ratios
-are also given as the median of per-round ratios (the disk's speed drifts on a
-shared host).
+100k, SQLite and durable-writes runs) alternates between rounds. Medians are
+shown, and ratios are also given as the median of per-round ratios (the disk's
+speed drifts on a shared host).
 `--profile` profiles (b) and (c) once more after the timed rounds with cProfile
 and prints the top entries.
 
@@ -151,6 +154,7 @@ PROFILE_TOP = 15
 SESSION_NAME = "bench-journal-session"
 ARTIFACT_TEXT = "text\n" * 5000
 ROW = "x" * 200
+JOURNAL_LINE = b"x" * 430 + b"\n"  # about a lease record's line
 
 
 # --------------------------------------------------------------------- fixtures
@@ -335,6 +339,42 @@ def insert_commit(connection: sqlite3.Connection) -> None:
     connection.execute("COMMIT")
 
 
+def writes_round(root: str, publishes: int) -> Callable[[Lap], None]:
+    """A contender: a publish's durable writes alone, `publishes` times.
+
+    Each time: the baseline's INSERT + COMMIT, an append + fsync of a
+    journal-sized line to another file, and both once more: the four
+    durable writes of a publish, interleaved as a publish interleaves them.
+    """
+
+    def call(lap: Lap) -> None:
+        path = os.path.join(root, f"writes-{lap.round_no}.sqlite3")
+        journal = os.path.join(root, f"writes-{lap.round_no}.jsonl")
+        connection = sqlite3.connect(path, isolation_level=None)
+        fd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute("PRAGMA synchronous=FULL")
+            connection.execute(
+                "CREATE TABLE ops (id INTEGER PRIMARY KEY, payload TEXT)"
+            )
+            for _ in range(SQLITE_WARMUP):
+                insert_commit(connection)
+            with lap.time():
+                for _ in range(publishes * STORE_COMMITS_PER_PUBLISH):
+                    insert_commit(connection)
+                    os.write(fd, JOURNAL_LINE)
+                    os.fsync(fd)
+        finally:
+            os.close(fd)
+            connection.close()
+            for name in (path, path + "-wal", path + "-shm", journal):
+                if os.path.exists(name):
+                    os.unlink(name)
+
+    return call
+
+
 def publish_rounds(
     root: str, small: Fixture, large: Fixture, publishes: int, rounds: int
 ) -> tuple[Rounds, dict[str, PublishRuns]]:
@@ -344,6 +384,7 @@ def publish_rounds(
         small.label: publish_round(small, publishes, runs[small.label]),
         large.label: publish_round(large, publishes, runs[large.label]),
         "sqlite": sqlite_round(root, publishes * STORE_COMMITS_PER_PUBLISH),
+        "writes": writes_round(root, publishes),
     }
     return interleave(contenders, rounds), runs
 
@@ -502,6 +543,7 @@ def publish_table(
         value = f"{rate:,.0f} publishes/s (p50 {p50:.2f} ms, p99 {p99:.2f} ms)"
         ratio_text = f"{rate / per_four:.2f}x of /4 (per-round {per_round:.2f}x)"
         rows.append((case, value, baseline, ratio_text, "-"))
+    rows.append(writes_row(times, publishes, per_four, tag))
     flat = rates[large.label] / rates[small.label]
     per_round_flat = times.ratio(small.label, large.label)
     rounds = " ".join(f"{r:.2f}" for r in per_round_flat.rounds)
@@ -529,12 +571,13 @@ def publish_table(
         times.seconds(small.label),
         times.seconds(large.label),
         times.seconds("sqlite"),
-        specs=(".3f", ".3f", ".3f"),
+        times.seconds("writes"),
+        specs=(".3f", ".3f", ".3f", ".3f"),
     )
     notes = [
         (
             f"(1) rounds, seconds of the timed publishes {tag[small.label]}/"
-            f"{tag[large.label]}/SQLite baseline: {seconds}"
+            f"{tag[large.label]}/SQLite baseline/durable writes alone: {seconds}"
         ),
         (
             f"(1) a publish = 2 store commits + 2 journal append+fsync = "
@@ -551,6 +594,25 @@ def publish_table(
         ),
     ]
     return rows, notes
+
+
+def writes_row(
+    times: Rounds, publishes: int, per_four: float, tag: dict[str, str]
+) -> Row:
+    """The info row of (1) on a publish's four durable writes timed alone."""
+    rate = publishes / times.stats("writes").median
+    # Time of the writes alone over time of the publishes: publishes/s over it.
+    of_it = ", ".join(
+        f"{short_label} {times.ratio('writes', label).per_round:.2f}x"
+        for label, short_label in tag.items()
+    )
+    return (
+        "  info: its 4 durable writes alone (2 commits, 2 append+fsync)",
+        f"{rate:,.0f}/s ({rate / per_four:.2f}x of /4)",
+        "-",
+        f"publishes/s: {of_it} of it (per-round)",
+        "-",
+    )
 
 
 def open_table(

@@ -43,7 +43,7 @@ from spillvault.domain.session_view import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
     from eventsourcing.persistence import Notification
 
@@ -108,6 +108,8 @@ class LeaseProjection:
         self._view = self._session.store.get_session_view() or SessionView.start()
         self._position = self._view.position
         self._checkpoint = self._view.checkpoint
+        # The checkpoint's line as this process wrote or verified it, if it did.
+        self._checkpoint_line: bytes | None = None
         self._live: dict[str, dict[str, Any]] = dict(self._view.live)
         self._artifacts = {
             name: ArtifactRecord.from_entry(entry)
@@ -157,6 +159,19 @@ class LeaseProjection:
         with self._session.lock:
             self._sync_locked()
 
+    def sync_recorded(self) -> None:
+        """`sync` right after this process saved: project its events unread if it can.
+
+        When the store's own saves hold the events at the positions right
+        after the one folded last, they are exactly the store's next events
+        (`SessionStore.recorded_after`) and are projected without reading the
+        store; anything recorded after them is left for a later sync. The
+        journal is still verified from its checkpoint; lines that others
+        appended past it send this back to reading the store.
+        """
+        with self._session.lock:
+            self._sync_locked(recorded=True)
+
     def save(self) -> None:
         """Save the view if it folded leases or skipped many events since last saved."""
         if not self._folded and self._seen < SAVE_SKIPPED:
@@ -166,11 +181,11 @@ class LeaseProjection:
 
     # ------------------------------------------------------------------ sync
 
-    def _sync_locked(self) -> None:
+    def _sync_locked(self, *, recorded: bool = False) -> None:
         if self._stale:
             self._load_view()
         try:
-            self._sync_steps()
+            self._sync_steps(recorded=recorded)
         except BaseException:
             # A half-done sync may have folded events it never journaled: start
             # again from the saved view, so the next sync redoes them in order.
@@ -179,10 +194,15 @@ class LeaseProjection:
                 self._load_view()
             raise
 
-    def _sync_steps(self) -> None:
+    def _sync_steps(self, *, recorded: bool) -> None:
         start = self._checkpoint
         data = self._read_after(start)
         lines, complete_end, _torn = split_journal(data, start_offset=start.end)
+        notes = (
+            self._session.store.recorded_after(self._position)
+            if recorded and not lines
+            else None
+        )
         chain = JournalChain(
             session_id=self._session.session_id,
             next_line=start.sequence + 1,
@@ -195,7 +215,11 @@ class LeaseProjection:
         )
         projector = self._projector(start)
         missing: list[JournalLine] = []
-        for event in self._new_lease_events():
+        line = self._checkpoint_line
+        events = (
+            self._new_lease_events() if notes is None else self._lease_events_in(notes)
+        )
+        for event in events:
             line = _project(projector.line, event)
             found = next(journaled, None)
             if found is None:
@@ -226,6 +250,7 @@ class LeaseProjection:
             projector.last_sha256,
             projector.last_position,
         )
+        self._checkpoint_line = line
         # Saving when the journal is first written makes a deleted journal
         # evident from then on: the checkpoint says how much must be there.
         if max(self._folded, self._seen) >= SAVE_EVERY or (missing and not start.end):
@@ -248,7 +273,11 @@ class LeaseProjection:
                 raise ArtifactLeaseJournalError(msg)
             line_start = verified.rfind(b"\n", 0, len(verified) - 1) + 1
             if line_start > 0 or begin == 0:
-                record = decode_line(verified[line_start:], checkpoint.sequence)
+                last = verified[line_start:]
+                if last == self._checkpoint_line:
+                    # Byte for byte the line this process verified or wrote.
+                    return data[len(verified) :]
+                record = decode_line(last, checkpoint.sequence)
                 if (record.sequence, record.sha256) != (
                     checkpoint.sequence,
                     checkpoint.sha256,
@@ -261,11 +290,18 @@ class LeaseProjection:
                 return data[len(verified) :]
             back *= 16
 
-    def _new_lease_events(
-        self,
-    ) -> Iterator[LeaseEvent]:
-        store = self._session.store
-        for note in store.notifications(after=self._position):
+    def _new_lease_events(self) -> Iterator[LeaseEvent]:
+        """Read the events after the position from the store; fold and decode them."""
+        return self._lease_events_in(
+            self._session.store.notifications(after=self._position)
+        )
+
+    def _lease_events_in(self, notes: Iterable[Notification]) -> Iterator[LeaseEvent]:
+        """Take `notes` (the events after the position, in order) past the position.
+
+        Artifact events are folded; lease events are decoded and yielded.
+        """
+        for note in notes:
             self._position = note.id
             self._seen += 1
             if note.topic.startswith(_LEASE_TOPIC):
@@ -355,6 +391,7 @@ class LeaseProjection:
                 if last is not None
                 else JournalCheckpoint()
             )
+            self._checkpoint_line = None
             self._rebuild_live()
             self._save_locked()
         return JournalReport(records=len(records), end=end, torn_bytes=0)

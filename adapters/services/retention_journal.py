@@ -145,6 +145,16 @@ class SessionRetentionJournal:
         prepared_at: datetime | None = None,
     ) -> ArtifactLeaseTransaction:
         """Re-verify the artifact and record PREPARED, store then journal (S4.6)."""
+        transaction, _ = self._prepare(claim, transaction_id, prepared_at)
+        return transaction
+
+    def _prepare(
+        self,
+        claim: ArtifactRetentionClaim,
+        transaction_id: str | None,
+        prepared_at: datetime | None,
+    ) -> tuple[ArtifactLeaseTransaction, Lease]:
+        """`prepare`; also return the lease as saved, for the flow's next step."""
         if not isinstance(claim, ArtifactRetentionClaim):
             msg = f"claim must be an ArtifactRetentionClaim, not {type(claim).__name__}"
             raise TypeError(msg)
@@ -154,16 +164,21 @@ class SessionRetentionJournal:
             claim=claim,
             prepared_at=self._time(prepared_at, "prepared_at"),
         )
+        store = self.session.store
         lock = self.session.lock if self.session.safeguards.publication_lock else None
         with lock or nullcontext():
-            if self.session.store.find_lease(transaction.transaction_id) is not None:
-                msg = f"transaction id already used: {transaction.transaction_id!r}"
-                raise ArtifactLeaseJournalError(msg)
-            self._verify_artifact(claim)
-            self.session.store.prepare_lease(transaction)
-            self._projection.sync()
+            try:
+                self._verify_artifact(claim)
+                # A used id cannot be saved again: the lease's first event exists.
+                lease = store.prepare_lease(transaction)
+            except Exception as error:
+                # Whatever else is wrong, a used id is refused as such (S4.8).
+                if store.lease_recorded(transaction.transaction_id):
+                    raise _used(transaction.transaction_id) from error
+                raise
+            self._projection.sync_recorded()
         self._checkpoint("after_prepared")
-        return transaction
+        return transaction, lease
 
     def commit(
         self, transaction_id: str, *, committed_at: datetime | None = None
@@ -202,17 +217,24 @@ class SessionRetentionJournal:
         committed_at: datetime | None = None,
     ) -> tuple[ArtifactLeaseTransaction, T]:
         """Prepare, publish outside the lock, commit; only a rejection aborts (S4.6)."""
-        transaction = self.prepare(
-            claim, transaction_id=transaction_id, prepared_at=prepared_at
-        )
+        transaction, lease = self._prepare(claim, transaction_id, prepared_at)
         transaction_id = transaction.transaction_id
+        store = self.session.store
+        # The lease as prepared: unless a reconciler recorded an event since (a
+        # lost race, decided again on the reloaded lease), it needs no load.
         try:
             value = publisher()
         except ArtifactPublicationRejected:
-            self._unless_decided(lambda: self.abort(transaction_id), "abort")
+            abort = partial(store.abort_lease, saved=lease)
+            self._unless_decided(
+                lambda: self._transition(abort, transaction_id, None, "abort"),
+                "abort",
+            )
             raise
+        commit = partial(store.commit_lease, saved=lease)
         self._unless_decided(
-            lambda: self.commit(transaction_id, committed_at=committed_at), "commit"
+            lambda: self._transition(commit, transaction_id, committed_at, "commit"),
+            "commit",
         )
         return transaction, value
 
@@ -547,7 +569,7 @@ class SessionRetentionJournal:
                     raise _AlreadyDecided(str(error), found.phase) from error
                 raise
             # A journal failure here is not "already decided": it propagates.
-            self._projection.sync()
+            self._projection.sync_recorded()
         self._checkpoint(f"after_{phase}")
         return lease.lease_state
 
@@ -590,6 +612,10 @@ class _AlreadyDecided(ArtifactLeaseJournalError):
     def __init__(self, message: str, phase: ArtifactLeasePhase) -> None:
         super().__init__(message)
         self.phase = phase
+
+
+def _used(transaction_id: str) -> ArtifactLeaseJournalError:
+    return ArtifactLeaseJournalError(f"transaction id already used: {transaction_id!r}")
 
 
 def _check_transaction_id(transaction_id: str | None) -> str:

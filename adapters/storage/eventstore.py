@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import threading
 import time
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+from collections import deque
+from itertools import takewhile
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
@@ -29,10 +32,10 @@ from spillvault.domain.session_view import SESSION_VIEW_ID, SessionView
 from spillvault.domain.store_identity import STORE_IDENTITY_ID, StoreIdentity
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
     from datetime import datetime
 
-    from eventsourcing.domain import BaseAggregate
+    from eventsourcing.domain import BaseAggregate, CanMutateProtocol
     from eventsourcing.persistence import (
         ApplicationRecorder,
         InfrastructureFactory,
@@ -46,6 +49,7 @@ DEFAULT_RETRIES = 16
 _FIRST_PAUSE = 0.002
 _MAX_PAUSE = 0.1
 _PAGE = 500
+_RECORDED = 16  # this process's latest recorded events kept for `recorded_after`
 # eventsourcing wraps most driver errors in PersistenceError, but not all of
 # SQLite's at connection time (a full disk, no inodes, a read-only directory).
 STORE_ERRORS = (PersistenceError, sqlite3.Error)
@@ -97,6 +101,8 @@ class SessionStore(Application[UUID]):
         self._factory = factory
         self._shared_recorder = recorder
         self._refusal: str | None = None
+        self._recorded: deque[Notification] = deque(maxlen=_RECORDED)
+        self._recorded_lock = threading.Lock()
         try:
             super().__init__(env=env)
         except STORE_ERRORS as error:
@@ -155,6 +161,26 @@ class SessionStore(Application[UUID]):
                 return  # a short page is the last: no query for an empty one
             start = page[-1].id
 
+    def recorded_after(self, after: int) -> tuple[Notification, ...] | None:
+        """Return the events this store saved just after `after`, or None.
+
+        None unless this process recorded the event at `after + 1`; then the
+        ones it recorded at `after + 2`, `after + 3`, ... up to its first gap.
+        Positions only grow, so those are exactly the stored events from
+        `after` on to the last of them: a caller that just saved can project
+        them without reading them back.
+        """
+        with self._recorded_lock:
+            # Newest first: saves end in id order but may be noted out of it
+            # by threads racing here; a note missed so is read from the store.
+            recorded = list(takewhile(lambda n: n.id > after, reversed(self._recorded)))
+        run: list[Notification] = []
+        for note in sorted(recorded, key=lambda note: note.id):
+            if note.id != after + len(run) + 1:
+                break
+            run.append(note)
+        return tuple(run) or None
+
     # leases -----------------------------------------------------------------
 
     def prepare_lease(self, transaction: ArtifactLeaseTransaction) -> Lease:
@@ -191,21 +217,55 @@ class SessionStore(Application[UUID]):
         """Load a lease if it exists."""
         return self._get(Lease, Lease.create_id(transaction_id))
 
-    def commit_lease(self, transaction_id: str, at: datetime) -> Lease:
+    def lease_recorded(self, transaction_id: str) -> bool:
+        """Tell whether the transaction id has any lease event (S4.8)."""
+        lease_id = Lease.create_id(transaction_id)
+        try:
+            return bool(self.recorder.select_events(lease_id, limit=1))
+        except STORE_ERRORS as error:
+            raise _store_error(error) from error
+
+    def commit_lease(
+        self, transaction_id: str, at: datetime, *, saved: Lease | None = None
+    ) -> Lease:
         """Move a prepared lease to committed (retrying lost races)."""
-        return self._update_lease(transaction_id, lambda lease: lease.commit(at))
+        return self._update_lease(transaction_id, lambda lease: lease.commit(at), saved)
 
-    def release_lease(self, transaction_id: str, at: datetime) -> Lease:
+    def release_lease(
+        self, transaction_id: str, at: datetime, *, saved: Lease | None = None
+    ) -> Lease:
         """Move a committed lease to released (retrying lost races)."""
-        return self._update_lease(transaction_id, lambda lease: lease.release(at))
+        return self._update_lease(
+            transaction_id, lambda lease: lease.release(at), saved
+        )
 
-    def abort_lease(self, transaction_id: str, at: datetime) -> Lease:
+    def abort_lease(
+        self, transaction_id: str, at: datetime, *, saved: Lease | None = None
+    ) -> Lease:
         """Move a prepared lease to aborted (retrying lost races)."""
-        return self._update_lease(transaction_id, lambda lease: lease.abort(at))
+        return self._update_lease(transaction_id, lambda lease: lease.abort(at), saved)
 
     def _update_lease(
-        self, transaction_id: str, command: Callable[[Lease], None]
+        self,
+        transaction_id: str,
+        command: Callable[[Lease], None],
+        saved: Lease | None,
     ) -> Lease:
+        """Load, decide and save; first on `saved`, the lease as this process saved it.
+
+        A stale `saved` lease (someone recorded an event since) cannot be
+        saved over: its next version is taken, the save conflicts, and the
+        lease is loaded and decided again as after any lost race.
+        """
+        if saved is not None:
+            try:
+                command(saved)
+                self.save_aggregates(saved)
+            except ArtifactStoreConflict:
+                pass
+            else:
+                return saved
+
         def attempt() -> Lease:
             lease = self.get_lease(transaction_id)
             command(lease)
@@ -240,16 +300,22 @@ class SessionStore(Application[UUID]):
         if self._refusal is not None:
             raise ArtifactSessionReadOnlyError(self._refusal)
         try:
-            self.save(*aggregates)
+            recordings = self.save(*aggregates)
         except IntegrityError as error:
             msg = "another writer recorded an event first"
             raise ArtifactStoreConflict(msg) from error
         except STORE_ERRORS as error:
             raise _store_error(error) from error
+        with self._recorded_lock:
+            self._recorded.extend(recording.notification for recording in recordings)
 
     def _get(self, kind: type[T], aggregate_id: UUID) -> T | None:
         try:
-            aggregate: object = self.repository.get(aggregate_id)
+            if kind in self.snapshotting_intervals:
+                aggregate: object = self.repository.get(aggregate_id)
+            else:
+                # Never snapshotted: its events alone, with no snapshot query.
+                aggregate = _project(self.events.get(aggregate_id))
         except AggregateNotFoundError:
             return None
         except STORE_ERRORS as error:
@@ -279,6 +345,17 @@ def retrying(
             sleep(random.uniform(0, pause))  # noqa: S311 - jitter, not secrecy
             pause = min(pause * 2, _MAX_PAUSE)
     return attempt()
+
+
+def _project(events: Iterable[object]) -> object:
+    """Fold an aggregate's events; raise `AggregateNotFoundError` for none."""
+    aggregate = None
+    for event in events:
+        aggregate = cast("CanMutateProtocol[Any]", event).mutate(aggregate)
+    if aggregate is None:
+        msg = "no events"
+        raise AggregateNotFoundError(msg)
+    return aggregate
 
 
 def _store_error(error: Exception) -> ArtifactLeaseJournalError:

@@ -22,7 +22,7 @@ from spillvault.domain.constants import RETENTION_JOURNAL_NAME
 from spillvault.domain.errors import ArtifactLeaseJournalError
 from spillvault.domain.journal_records import decode_line, encode, make_record
 from spillvault.domain.lease import Lease
-from spillvault.domain.values import ArtifactRetentionClaim
+from spillvault.domain.values import ArtifactLeaseTransaction, ArtifactRetentionClaim
 
 from support.fakes import FakeClock
 from support.intercept import InterceptingFS, named
@@ -318,6 +318,89 @@ def test_verify_refuses_a_journal_cut_short_while_it_reads(
         ):
             session_projection(session).verify_whole()
         assert journal_opens.hits >= 2
+
+
+# --------------------------------------------- events this process just saved
+
+
+def publish(session: Session, c: ArtifactRetentionClaim, tx: str) -> None:
+    session.journal.publish_reference(c, lambda: None, transaction_id=tx)
+
+
+def phases_journaled(session_dir: Path) -> list[tuple[str, str]]:
+    return [(r.transaction_id, r.phase) for r in records_of(session_dir)]
+
+
+def test_a_publish_journals_its_own_events_without_reading_them_back(
+    session: Session, session_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    c = claim(session)
+    publish(session, c, "tx-1")
+    store = session.store
+
+    def no_read_back(*_: object, **__: object) -> Any:
+        msg = "read back from the store"
+        raise AssertionError(msg)
+
+    with monkeypatch.context() as patch:
+        for name in ("notifications", "get_lease", "find_lease", "get_lease_by_id"):
+            patch.setattr(store, name, no_read_back)
+        publish(session, c, "tx-2")
+    assert phases_journaled(session_dir) == [
+        ("tx-1", "prepared"), ("tx-1", "committed"),
+        ("tx-2", "prepared"), ("tx-2", "committed"),
+    ]  # fmt: skip
+    assert session_projection(session).verify_whole().records == 4
+
+
+def test_an_event_another_writer_stored_in_between_is_read_and_journaled_first(
+    session_dir: Path, clock: FakeClock
+) -> None:
+    with (
+        open_session(session_dir, clock=clock) as first,
+        open_session(session_dir, clock=clock) as second,
+    ):
+        c = claim(first)
+        publish(first, c, "tx-1")
+        # Another process stores PREPARED and dies before its journal append.
+        second.store.prepare_lease(ArtifactLeaseTransaction("tx-2", c, clock.now()))
+        publish(first, c, "tx-3")
+        assert phases_journaled(session_dir) == [
+            ("tx-1", "prepared"), ("tx-1", "committed"), ("tx-2", "prepared"),
+            ("tx-3", "prepared"), ("tx-3", "committed"),
+        ]  # fmt: skip
+        assert live(first) == {"tx-1", "tx-2", "tx-3"}
+        assert session_projection(first).verify_whole().records == 5
+
+
+def test_lines_another_writer_journaled_past_this_save_are_read_from_the_store(
+    session_dir: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with (
+        open_session(session_dir, clock=clock) as first,
+        open_session(session_dir, clock=clock) as second,
+    ):
+        c = claim(first)
+        publish(first, c, "tx-1")
+        real = first.store.prepare_lease
+
+        def prepare_then_the_other_prepares(transaction: Any) -> Lease:
+            lease = real(transaction)
+            # Before `first` syncs, another writer stores its own PREPARED and
+            # journals both: the journal runs past what `first` saved.
+            second.journal.prepare(c, transaction_id="tx-other")
+            return lease
+
+        monkeypatch.setattr(
+            first.store, "prepare_lease", prepare_then_the_other_prepares
+        )
+        publish(first, c, "tx-2")
+        assert phases_journaled(session_dir) == [
+            ("tx-1", "prepared"), ("tx-1", "committed"), ("tx-2", "prepared"),
+            ("tx-other", "prepared"), ("tx-2", "committed"),
+        ]  # fmt: skip
+        assert live(first) == {"tx-1", "tx-2", "tx-other"}
+        assert session_projection(second).verify_whole().records == 5
 
 
 # ---------------------------------------------------- views saved by others

@@ -26,6 +26,7 @@ from spillvault.domain.errors import (
     ArtifactRetentionError,
 )
 from spillvault.domain.journal_records import JournalChain, decode_line
+from spillvault.domain.machines import LEASE_MACHINE
 from spillvault.domain.values import (
     ArtifactCleanupPolicy,
     ArtifactLeaseTransaction,
@@ -157,6 +158,49 @@ def test_a_transaction_id_is_used_once_in_any_phase(session: Session) -> None:
             claim, lambda: calls.append("x"), transaction_id="once"
         )
     assert calls == []  # COMMITTED never calls the publisher again (S4.8)
+
+
+def test_a_used_id_is_refused_as_used_whatever_its_artifact_s_state(
+    session: Session, session_dir: Path
+) -> None:
+    claim = stored_claim(session)
+    session.journal.prepare(claim, transaction_id="once")
+    (session_dir / "tool-results" / "tool_result_001.txt").unlink()
+    with pytest.raises(ArtifactMissingError):
+        session.journal.prepare(claim, transaction_id="new")
+    with pytest.raises(ArtifactLeaseJournalError, match="already used: 'once'"):
+        session.journal.prepare(claim, transaction_id="once")
+
+
+@pytest.mark.parametrize("decided", ["commit", "abort"])
+def test_a_reconciler_deciding_during_the_publisher_call_wins_the_race(
+    session_dir: Path, decided: str
+) -> None:
+    with (
+        open_session(session_dir, clock=FakeClock(T0)) as session,
+        open_session(session_dir, clock=FakeClock(T0)) as reconciler,
+    ):
+        claim = stored_claim(session)
+
+        def publisher() -> str:
+            # Another process records the outcome while no lock is held (S5.4).
+            getattr(reconciler.journal, decided)("tx")
+            return "published"
+
+        if decided == "commit":
+            _, value = session.journal.publish_reference(
+                claim, publisher, transaction_id="tx"
+            )
+            assert value == "published"
+        else:
+            with pytest.raises(ArtifactLeaseJournalError, match="aborted"):
+                session.journal.publish_reference(claim, publisher, transaction_id="tx")
+        (state,) = session.journal.recover().states
+        assert state.phases == (
+            ArtifactLeasePhase.PREPARED,
+            LEASE_MACHINE.state_after(decided),
+        )
+        assert session.journal.verify().records == 2
 
 
 def test_publication_is_refused_for_unknown_changed_or_gone_artifacts(
