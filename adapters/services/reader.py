@@ -489,9 +489,16 @@ class _Chunks:
         base = index * CHUNK_SIZE
         # A page's end is searched for from its start, not its chunk's start.
         known, at = self._newline
-        if not (at >= base and known <= number):
-            known, at = prefix[index], base - 1
-        position = base + _nth_newline(self.get(index), number - known, at + 1 - base)
+        data = self.get(index)
+        if at >= base and known <= number:
+            position = base + _nth_newline(data, number - known, at + 1 - base)
+        else:
+            # Counted from whichever end of the chunk is nearer.
+            nth, total = number - prefix[index], prefix[index + 1] - prefix[index]
+            if 2 * nth > total:
+                position = base + _nth_newline_back(data, total - nth + 1)
+            else:
+                position = base + _nth_newline(data, nth)
         self._newline = (number, position)
         return position
 
@@ -660,6 +667,22 @@ def _nth_newline(data: bytes, number: int, start: int = 0) -> int:
     position = start - 1
     for _ in range(number):
         position = data.find(_NEWLINE, position + 1)
+    return position
+
+
+def _nth_newline_back(data: bytes, number: int) -> int:
+    """Return the position of the `number`-th newline (1-based) from the end."""
+    stop = len(data)
+    while True:
+        start = max(stop - _SEEK_BLOCK, 0)
+        count = data.count(_NEWLINE, start, stop)
+        if count >= number or start == 0:
+            break
+        number -= count
+        stop = start
+    position = stop
+    for _ in range(number):
+        position = data.rfind(_NEWLINE, 0, position)
     return position
 
 

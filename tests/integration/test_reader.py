@@ -844,6 +844,24 @@ def preads(fs: InterceptingFS) -> list[tuple[int, int]]:
     return [(call["offset"], len(call.result)) for call in fs.calls_to("pread")]
 
 
+@settings(max_examples=25, deadline=None)
+@given(
+    widths=st.lists(st.integers(0, 300), min_size=1, max_size=6),
+    pages=st.lists(st.tuples(st.integers(0, 40_000), st.integers(0, 60)), max_size=4),
+)
+def test_pages_anywhere_in_big_chunks_read_as_the_naive_reader_does(
+    shared: Env, widths: list[int], pages: list[tuple[int, int]]
+) -> None:
+    """Lines are found from either end of their chunk, a block at a time."""
+    lines = [b"x" * widths[n % len(widths)] + b"%d" % n for n in range(40_000)]
+    data = b"\n".join(lines)[: 2 * MiB + 12_345]
+    handle = shared.put(data)
+    for offset, limit in pages:
+        assert shared.reader.read_artifact(handle, offset, limit) == ref_read(
+            data, offset, limit
+        )
+
+
 def test_a_page_near_the_end_reads_only_its_chunks(session_dir: Path) -> None:
     recorder = InterceptingFS(record={"pread"})
     data = _three_chunks() + b"z" * 100 + b"\n" + _three_chunks()[: MiB // 2]
