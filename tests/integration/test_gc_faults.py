@@ -492,6 +492,39 @@ def test_an_io_error_moving_a_batch_puts_back_what_moved_and_stops(
         assert {d.status for d in report.decisions} == {Status.DELETED}
 
 
+def test_an_io_error_checking_a_candidate_deletes_those_admitted_and_stops(
+    session_dir: Path, fs: InterceptingFS
+) -> None:
+    clock = FakeClock(datetime.now(UTC))
+    with open_session(session_dir, fs=fs, clock=clock) as session:
+        names = _stored_many(session, 3)
+        first, failing, third = names
+        data = {n: (results_of(session_dir) / n).read_bytes() for n in names}
+        plan, when = _planned_many(session, names)
+        with fs.fail("lstat", errno.EIO, when=named(failing)):
+            report = apply_cleanup_from_journal(session, plan, now=when)
+        assert report.error is not None
+        assert report.error.startswith(f"{failing}: ")
+        assert "Input/output error" in report.error
+        # The one admitted before the error is deleted as planned; the rest wait.
+        statuses = {d.filename: d.status for d in report.decisions}
+        assert statuses[first] is Status.DELETED
+        assert report.untouched == (failing, third)
+        assert state_of(session, first) == "deleted"
+        assert not (results_of(session_dir) / first).exists()
+        for name in (failing, third):
+            assert (results_of(session_dir) / name).read_bytes() == data[name]
+            assert state_of(session, name) == "sealed"
+    with open_session(session_dir, clock=clock) as reopened:
+        assert intents_of(session_dir) == []
+        again = plan_cleanup_from_journal(reopened, policy=deleting(), now=when)
+        report = apply_cleanup_from_journal(reopened, again, now=when)
+        assert {d.filename: d.status for d in report.decisions} == {
+            failing: Status.DELETED,
+            third: Status.DELETED,
+        }
+
+
 def test_an_unlink_refused_mid_batch_reports_the_deletions_made_and_denies_it(
     session_dir: Path, fs: InterceptingFS
 ) -> None:
