@@ -123,6 +123,7 @@ from harness import (
     fsync_path,
     interleave,
     mbps,
+    parse_digests,
     print_footer,
     print_host,
     print_profile,
@@ -329,19 +330,6 @@ def timed_plan(lap: Lap, fixture: PlanFixture) -> None:
         plan = dry_run_plan(fixture)
     assert plan.dry_run
     check_plan(plan, len(fixture.names), fixture.size, fixture.expected)
-
-
-def parse_digests(out: str) -> dict[str, str]:
-    """Filename -> digest from openssl (`X(path)= hex`) or sha256sum output."""
-    digests = {}
-    for line in out.splitlines():
-        if ")= " in line:
-            path, _, digest = line.rpartition("= ")
-            path = path[path.index("(") + 1 : -1]
-        else:
-            digest, _, path = line.partition("  ")
-        digests[os.path.basename(path)] = digest.strip()
-    return digests
 
 
 def timed_openssl(lap: Lap, fixture: PlanFixture, command: str) -> None:

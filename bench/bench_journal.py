@@ -115,6 +115,7 @@ from spillvault.domain.values import (
 from harness import (
     CASE_HEADERS,
     MB,
+    insert_commit,
     interleave,
     print_footer,
     print_host,
@@ -153,7 +154,6 @@ FLAT_TARGET = 0.8
 PROFILE_TOP = 15
 SESSION_NAME = "bench-journal-session"
 ARTIFACT_TEXT = "text\n" * 5000
-ROW = "x" * 200
 JOURNAL_LINE = b"x" * 430 + b"\n"  # about a lease record's line
 
 
@@ -330,13 +330,6 @@ def sqlite_round(root: str, ops: int) -> Callable[[Lap], None]:
                     os.unlink(path + suffix)
 
     return call
-
-
-def insert_commit(connection: sqlite3.Connection) -> None:
-    """One durable op: BEGIN, INSERT one small row, COMMIT."""
-    connection.execute("BEGIN")
-    connection.execute("INSERT INTO ops (payload) VALUES (?)", (ROW,))
-    connection.execute("COMMIT")
 
 
 def writes_round(root: str, publishes: int) -> Callable[[Lap], None]:

@@ -161,10 +161,13 @@ from spillvault.domain.values import (
 from harness import (
     MAIN,
     MB,
+    SQLITE_ROW,
     WARMUP_ROUND,
     Lap,
     Stats,
+    insert_commit,
     interleave,
+    parse_digests,
     print_footer,
     print_host,
     print_table,
@@ -214,7 +217,6 @@ GROWTH_FLOOR = 0.01  # of the operation's time: smaller growth is not shown
 ARTIFACT_GLOB = "tool_result_*"
 SESSION_NAME = "bench-scaling-session"
 DELETION_TOPICS = ("Artifact.Quarantined", "Artifact.Deleted")
-SQLITE_ROW = "x" * 200
 LEASE_ARTIFACT_TEXT = "text\n" * 5000
 LEVELS = (b"INFO", b"INFO", b"INFO", b"DEBUG", b"DEBUG", b"WARN")
 ROUTES = (b"GET /api/orders", b"POST /api/cart", b"GET /healthz", b"PUT /api/me")
@@ -262,19 +264,6 @@ def hasher() -> tuple[str, str]:
     if shutil.which("openssl"):
         return "openssl dgst -sha256", "openssl"
     return "sha256sum", "sha256sum (NO openssl)"
-
-
-def parse_digests(out: str) -> dict[str, str]:
-    """File name -> digest from openssl (`X(path)= hex`) or sha256sum output."""
-    digests = {}
-    for line in out.splitlines():
-        if ")= " in line:
-            path, _, digest = line.rpartition("= ")
-            path = path[path.index("(") + 1 : -1]
-        else:
-            digest, _, path = line.partition("  ")
-        digests[os.path.basename(path)] = digest.strip()
-    return digests
 
 
 # ------------------------------------------------------------------- curves
@@ -744,10 +733,13 @@ def sqlite_call(root: str, rows: int) -> Callable[[Lap], None]:
         try:
             connection.execute("PRAGMA journal_mode=WAL")
             connection.execute("PRAGMA synchronous=FULL")
-            connection.execute("CREATE TABLE ops (id INTEGER PRIMARY KEY, row TEXT)")
+            connection.execute(
+                "CREATE TABLE ops (id INTEGER PRIMARY KEY, payload TEXT)"
+            )
             connection.execute("BEGIN")
             connection.executemany(
-                "INSERT INTO ops (row) VALUES (?)", ((SQLITE_ROW,) for _ in range(rows))
+                "INSERT INTO ops (payload) VALUES (?)",
+                ((SQLITE_ROW,) for _ in range(rows)),
             )
             connection.execute("COMMIT")
             for _ in range(warmup):
@@ -764,13 +756,6 @@ def sqlite_call(root: str, rows: int) -> Callable[[Lap], None]:
                     os.unlink(path + suffix)
 
     return call
-
-
-def insert_commit(connection: sqlite3.Connection) -> None:
-    """One durable op: BEGIN, INSERT one small row, COMMIT."""
-    connection.execute("BEGIN")
-    connection.execute("INSERT INTO ops (row) VALUES (?)", (SQLITE_ROW,))
-    connection.execute("COMMIT")
 
 
 def open_call(fixture: LeaseFixture) -> Callable[[Lap], None]:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import cProfile
+    import sqlite3
     from collections.abc import Callable, Iterator, Mapping, Sequence
 
 MB = 1000 * 1000
@@ -343,6 +344,30 @@ def print_profile(
 
 
 # -------------------------------------------------------------------- fixtures
+
+
+def parse_digests(out: str) -> dict[str, str]:
+    """File name -> digest from openssl (`X(path)= hex`) or sha256sum output."""
+    digests = {}
+    for line in out.splitlines():
+        if ")= " in line:
+            path, _, digest = line.rpartition("= ")
+            path = path[path.index("(") + 1 : -1]
+        else:
+            digest, _, path = line.partition("  ")
+        digests[os.path.basename(path)] = digest.strip()
+    return digests
+
+
+SQLITE_ROW = "x" * 200
+"""The payload of one baseline SQLite op: about a lease event's size."""
+
+
+def insert_commit(connection: sqlite3.Connection) -> None:
+    """One durable op: BEGIN, INSERT one small row into `ops`, COMMIT."""
+    connection.execute("BEGIN")
+    connection.execute("INSERT INTO ops (payload) VALUES (?)", (SQLITE_ROW,))
+    connection.execute("COMMIT")
 
 
 def fsync_path(path: str) -> None:
