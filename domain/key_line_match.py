@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import threading
+from contextlib import suppress
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final, Self
 
@@ -28,6 +29,8 @@ except ImportError:  # pragma: no cover - the wheel is a dependency on Linux
     hyperscan = None  # type: ignore[assignment]
 
 MAX_PATTERNS: Final = 64
+SCAN_CHARS: Final = 500
+"""A line is judged on its first 500 characters (see `key_lines`)."""
 MAX_PATTERN_CHARS: Final = 1000
 """Bounds on what one policy makes Hyperscan compile (its time and memory grow
 with both; longer patterns are refused by Hyperscan as too large anyway)."""
@@ -68,6 +71,12 @@ def _utf8(line: str) -> bytes:
         # A lone surrogate is one character that no pattern can name (patterns
         # holding one are refused); U+FFFD keeps it one non-word character.
         return _SURROGATE.sub("\ufffd", line).encode()
+
+
+def _rule_flags(caseless: bool) -> int:  # noqa: FBT001 - a rule's own setting
+    """Hyperscan flags of a recognizer rule: lines as UTF-8, `^`/`$` at line ends."""
+    flags = hyperscan.HS_FLAG_UTF8 | hyperscan.HS_FLAG_MULTILINE
+    return flags | hyperscan.HS_FLAG_CASELESS if caseless else flags
 
 
 def _stop(*_match: object) -> bool:
@@ -238,3 +247,89 @@ def _without_engine(  # pragma: no cover - Hyperscan is a dependency on Linux
         return KeyLineMatcher(None, None)
     joined = re.compile("|".join(f"(?:{p})" for p in stand_ins), re.IGNORECASE)
     return KeyLineMatcher(lambda line: joined.search(line) is not None, None)
+
+
+@lru_cache(maxsize=16)
+def compiled_rules(rules: tuple[tuple[str, bool], ...]) -> Any:
+    """Compile (pattern, caseless) recognizer rules as one set, ids in order."""
+    database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    database.compile(
+        expressions=[pattern.encode() for pattern, _ in rules],
+        ids=list(range(len(rules))),
+        elements=len(rules),
+        flags=[_rule_flags(caseless) for _, caseless in rules],
+    )
+    return database
+
+
+def rule_problems(rules: tuple[tuple[str, bool], ...], names: list[str]) -> list[str]:
+    """Name each rule that cannot run in linear time (`names[i]` names rule i)."""
+    problems = []
+    for index, (pattern, _) in enumerate(rules):
+        problem = _pattern_problem(pattern)
+        if problem is not None:
+            problems.append(f"{names[index]} pattern {problem}")
+    if problems or not AVAILABLE:
+        return problems
+    try:
+        compiled_rules(rules)
+    except hyperscan.error:
+        for index, rule in enumerate(rules):
+            try:
+                compiled_rules((rule,))
+            except hyperscan.error as error:
+                problems.append(f"{names[index]} pattern does not compile: {error}")
+    return problems
+
+
+class RuleMatcher:
+    r"""Tell which recognizer rule (the lowest index) matches a line, if any.
+
+    A rule matches when its pattern matches within the line's first
+    `SCAN_CHARS` characters; the character after them, when there is one, is
+    context for `$` and `\\b` as in the stored bytes, so a scan of whole lines
+    (the screen) finds every line this says matches. Compiled on first use.
+    """
+
+    def __init__(self, rules: tuple[tuple[str, bool], ...]) -> None:
+        self._rules = rules
+        self._database: Any = None
+        self._scratch = threading.local()
+
+    def __bool__(self) -> bool:
+        return bool(self._rules)
+
+    def first(self, line: str) -> int | None:
+        """Return the index of the first rule matching `line`, else None."""
+        if not self._rules or not AVAILABLE:
+            return None
+        head = line[: SCAN_CHARS + 1]
+        if head.isascii():
+            data = head.encode("ascii")
+            limit = min(len(data), SCAN_CHARS)
+        else:
+            data = _utf8(head)
+            limit = len(_utf8(head[:SCAN_CHARS]))
+        best: int | None = None
+
+        def on_match(rule: int, _from: int, to: int, _flags: int, _ctx: object) -> bool:
+            nonlocal best
+            if to <= limit and (best is None or rule < best):
+                best = rule
+            return best == 0  # nothing beats the first rule
+
+        database = self._database
+        if database is None:
+            database = self._database = compiled_rules(self._rules)
+        scratch = getattr(self._scratch, "value", None)
+        if scratch is None:
+            scratch = self._scratch.value = hyperscan.Scratch(database)
+        with suppress(hyperscan.ScanTerminated):
+            database.scan(data, match_event_handler=on_match, scratch=scratch)
+        return best
+
+    def __copy__(self) -> Self:
+        return self  # immutable; a scratch is per thread
+
+    def __deepcopy__(self, _memo: object) -> Self:
+        return self

@@ -7,31 +7,78 @@ is a candidate like `FAILED`. Only the first and the last
 `2 * max_key_lines` candidates are kept; the preview picks among those.
 `KeyLineScanner` finds them in a byte stream with bounded memory;
 `scan_key_lines` / `scan_region` in a text. Both agree on every input.
+
+A line a recognizer rule matches (see `recognizers`) is a key line too, and
+its recognition is kept beside it; every recognized line of the whole output,
+kept or not, counts towards the `OutputFacts` (`KeyLineScan.facts`).
 """
 
 from __future__ import annotations
 
 import copy
 from collections import deque
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
 from . import screen
+from .key_line_groups import kept_per_end, max_groups
+from .key_line_match import SCAN_CHARS, _utf8
 from .policy import fold_case
+from .recognizers import FactTally, OutputFacts, Recognition
 from .terminal import clean_terminal
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Mapping
 
     from .policy import SpillPolicy
 
 KeyLine = tuple[int, str]
 """(1-based line number, the line's scanned text)"""
+_Found = tuple[int, str, Recognition | None]
+"""A kept key line and its recognition, if a rule matched it."""
 
-KEY_LINE_SCAN_CHARS: Final = 500  # a line is matched on its first 500 characters
-KEY_LINE_SCAN_BYTES: Final = 4 * KEY_LINE_SCAN_CHARS  # always holds those characters
+KEY_LINE_SCAN_CHARS: Final = SCAN_CHARS  # a line is matched on its first 500 characters
+_JUDGED_CHARS: Final = SCAN_CHARS + 1  # and the one after, a recognizer's context
+KEY_LINE_SCAN_BYTES: Final = 4 * _JUDGED_CHARS  # always holds those characters
 BACK_WINDOW: Final = 16 * 1024
 """Bytes a block's last candidates are first looked for in (then 4x, 16x, ...)."""
 _SLAB: Final = 1 << 20  # characters of a region split into lines at a time
+
+
+@dataclass(frozen=True)
+class KeyLineScan:
+    """What a scan found: key lines, what recognized each, facts of the whole."""
+
+    key_lines: tuple[KeyLine, ...] = ()
+    recognitions: Mapping[int, Recognition] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    """Line number -> recognition, for the key lines a recognizer matched."""
+    facts: OutputFacts = field(default_factory=OutputFacts)
+    group_lines: tuple[KeyLine, ...] = ()
+    """The first recognized lines of each group (`GroupTally`), in line order."""
+    group_counts: Mapping[str, int] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    """Recognized lines per group over the whole output."""
+
+
+def _scan_of(found: tuple[_Found, ...], tally: FactTally) -> KeyLineScan:
+    members = sorted(tally.groups.members(), key=lambda member: member[0])
+    recognitions = {n: rec for n, _, rec in members if isinstance(rec, Recognition)}
+    recognitions.update({n: rec for n, _, rec in found if rec is not None})
+    return KeyLineScan(
+        key_lines=tuple((number, text) for number, text, _ in found),
+        recognitions=MappingProxyType(recognitions),
+        facts=tally.facts(),
+        group_lines=tuple((number, text) for number, text, _ in members),
+        group_counts=MappingProxyType(tally.groups.counts()),
+    )
+
+
+def _recognition(verdict: Recognition | bool) -> Recognition | None:  # noqa: FBT001 - a judge's verdict
+    return verdict if isinstance(verdict, Recognition) else None
 
 
 class _Collector:
@@ -46,12 +93,12 @@ class _Collector:
     """
 
     def __init__(self, max_key_lines: int, edge: int = 0) -> None:
-        self._cap = 2 * max_key_lines
+        self._cap = kept_per_end(max_key_lines)
         self._edge = edge
-        self._near_start: list[KeyLine] = []
-        self._first: list[KeyLine] = []
-        self._last: deque[KeyLine] = deque(maxlen=self._cap)
-        self._near_end: deque[tuple[int, KeyLine]] = deque()  # (high, line)
+        self._near_start: list[_Found] = []
+        self._first: list[_Found] = []
+        self._last: deque[_Found] = deque(maxlen=self._cap)
+        self._near_end: deque[tuple[int, _Found]] = deque()  # (high, line)
 
     @property
     def cap(self) -> int:
@@ -67,11 +114,18 @@ class _Collector:
         """How many candidates the first group still takes."""
         return self._cap - len(self._first)
 
-    def add(self, number: int, text: str, low: int = 0, high: int = 0) -> None:
+    def add(
+        self,
+        number: int,
+        text: str,
+        low: int = 0,
+        high: int = 0,
+        recognition: Recognition | None = None,
+    ) -> None:
         """Record one matching line, starting at a byte offset in [low, high]."""
         if self._cap == 0:
             return
-        line = (number, text)
+        line = (number, text, recognition)
         if low < self._edge:
             self._near_start.append(line)
         elif len(self._first) < self._cap:
@@ -97,23 +151,24 @@ class _Collector:
             self._last.append(self._near_end.popleft()[1])
 
     def snapshot(
-        self, extra: tuple[int, str, int] | None = None
-    ) -> tuple[KeyLine, ...]:
+        self, extra: tuple[int, str, int, Recognition | None] | None = None
+    ) -> tuple[_Found, ...]:
         """Return the kept candidates, and `extra` (a later line, its start)."""
         if self._cap == 0:
             return ()
         near_start, first = list(self._near_start), list(self._first)
         last, near_end = list(self._last), [line for _, line in self._near_end]
         if extra is not None:
-            number, text, start = extra
+            number, text, start, recognition = extra
+            line = (number, text, recognition)
             if start < self._edge:
-                near_start.append((number, text))
+                near_start.append(line)
             elif len(first) < self._cap:
-                first.append((number, text))
+                first.append(line)
             elif self._edge:
-                near_end.append((number, text))
+                near_end.append(line)
             else:
-                last = [*last, (number, text)][-self._cap :]
+                last = [*last, line][-self._cap :]
         return tuple(near_start + first + last + near_end)
 
 
@@ -133,10 +188,13 @@ class KeyLineScanner:
         self, policy: SpillPolicy, *, back_window: int = BACK_WINDOW, edge: int = 0
     ) -> None:
         self._policy = policy
-        self._match = policy.is_key_line
+        self._judge_line = policy.judge_key_line
+        self._recognizers = policy.recognizers
+        self._tally = FactTally(policy.recognizers, max_groups(policy.max_key_lines))
         self._found = _Collector(policy.max_key_lines, edge)
         self._back_window = back_window
         self._fast = screen.AVAILABLE and policy.key_line_screen is not None
+        self._screen = screen.screen_for(policy.recognizers.specs)
         self._line = 1
         self._seen = 0  # bytes fed so far
         self._judged = 0  # bytes judged so far
@@ -166,19 +224,31 @@ class KeyLineScanner:
 
     def result(self) -> tuple[KeyLine, ...]:
         """Return the candidates so far (an unterminated last line included)."""
+        return self.scan().key_lines
+
+    def scan(self) -> KeyLineScan:
+        """Return the candidates, their recognitions and the facts so far."""
         if self._unjudged:
-            return self._judged_to_the_end().result()
+            return self._judged_to_the_end().scan()
         extra = None
+        tally = self._tally
         if self._pending:
-            text = self._current()
-            if self._match(text):
-                extra = (self._line, text, self._line_start)
-        return self._found.snapshot(extra)
+            judged = self._current()
+            verdict = self._judge_line(judged)
+            if verdict:
+                text = judged[:KEY_LINE_SCAN_CHARS]
+                extra = (self._line, text, self._line_start, _recognition(verdict))
+            if isinstance(verdict, Recognition):
+                tally = tally.copy()
+                line = self._line
+                tally.add(verdict, judged[:KEY_LINE_SCAN_CHARS], lambda: line)
+        return _scan_of(self._found.snapshot(extra), tally)
 
     def _judged_to_the_end(self) -> KeyLineScanner:
         """Return a copy that has judged every chunk (this one may be fed more)."""
         clone = copy.copy(self)
         clone._found = self._found.copy()  # noqa: SLF001
+        clone._tally = self._tally.copy()  # noqa: SLF001
         clone._buffer = bytearray(self._buffer)  # noqa: SLF001
         clone._unjudged = deque()  # noqa: SLF001
         for chunk, count in self._unjudged:
@@ -201,8 +271,8 @@ class KeyLineScanner:
             inner = data.count(b"\n") if newlines is None else newlines
             if self._fast and _plain_ascii(data):
                 block = _AsciiBlock(data, first + 1, last, inner - 1, self)
-                for index, scanned, at in block.key_lines(base, final=final):
-                    self._found.add(self._line + index, scanned, at, at)
+                for index, scanned, at, rec in block.key_lines(base, final=final):
+                    self._found.add(self._line + index, scanned, at, at, rec)
             else:
                 # Decoding whole lines at once equals decoding each (b"\n"
                 # never sits inside a UTF-8 sequence).
@@ -210,9 +280,11 @@ class KeyLineScanner:
                 # Every line takes at least its newline byte: bounds on where
                 # line `index` of `inner - 1` starts.
                 low, high = base + first + 1, base + last - (inner - 2)
-                for index, scanned in _key_lines_in(text, self._policy):
+                for index, scanned, rec in _key_lines_in(
+                    text, self._policy, self._tally, self._line
+                ):
                     self._found.add(
-                        self._line + index, scanned, low + index, high + index
+                        self._line + index, scanned, low + index, high + index, rec
                     )
             self._line += inner - 1
         self._line_start = base + last + 1
@@ -228,16 +300,21 @@ class KeyLineScanner:
                 self._buffer += memoryview(data)[start : min(stop, start + room)]
 
     def _current(self) -> str:
-        """Return the scanned part of the current line."""
+        """Return the judged part of the current line (see `judge_key_line`)."""
         text = clean_terminal(self._buffer.decode("utf-8", "replace"))
-        return text[:KEY_LINE_SCAN_CHARS]
+        return text[:_JUDGED_CHARS]
 
     def _end_line(self) -> None:
         """Judge the finished line and start the next."""
-        text = self._current()
-        if self._match(text):
-            start = self._line_start
-            self._found.add(self._line, text, start, start)
+        judged = self._current()
+        verdict = self._judge_line(judged)
+        if verdict:
+            start, text = self._line_start, judged[:KEY_LINE_SCAN_CHARS]
+            rec = _recognition(verdict)
+            self._found.add(self._line, text, start, start, rec)
+            if rec is not None:
+                line = self._line
+                self._tally.add(rec, text, lambda: line)
         self._line += 1
         self._buffer.clear()
         self._pending = False
@@ -251,37 +328,56 @@ def _plain_ascii(data: bytes) -> bool:
 class _AsciiBlock:
     """Whole ASCII lines data[start:stop] (`lines` of them), judged fast.
 
-    Only lines holding a screen word can match. Lines are judged front to
+    Only lines holding a screen hit can match. Lines are judged front to
     back until the first candidates are taken; after that only the block's
     last candidates can be kept, so the rest is judged from its end
     backwards, one window at a time, stopping as soon as they are found.
     Candidates near the stream's edges (see `_Collector`) are all judged and
-    do not count towards either group.
+    do not count towards either group. Every line a recognizer rule hits is
+    judged once for the facts: in the forward pass, or in one pass of the
+    rules alone over what the forward pass left.
     """
 
     def __init__(
         self, data: bytes, start: int, stop: int, lines: int, scanner: KeyLineScanner
     ) -> None:
         self.data, self.start, self.stop, self.lines = data, start, stop, lines
-        self.match: Callable[[str], bool] = scanner._match  # noqa: SLF001
+        self.judge: Callable[[str], Recognition | bool] = scanner._judge_line  # noqa: SLF001
+        self.screen = scanner._screen  # noqa: SLF001
+        self.tally = scanner._tally  # noqa: SLF001
         found = scanner._found  # noqa: SLF001
         self.room, self.cap, self.edge = found.room_in_first(), found.cap, found.edge
         self.window = scanner._back_window  # noqa: SLF001
         self.seen = scanner._seen  # noqa: SLF001 - where the stream ends for now
+        self.first_line = scanner._line  # noqa: SLF001 - the number of line 0
+        self._counted = (start, 0)  # newlines in data[start:offset]: (offset, n)
 
-    def key_lines(self, base: int, *, final: bool) -> list[tuple[int, str, int]]:
-        """Return (0-based line index in the block, scanned text, byte offset).
+    def number_at(self, line_start: int) -> int:
+        """Return the number of the line starting at `line_start` (ascending calls)."""
+        offset, newlines = self._counted
+        newlines += self.data.count(b"\n", offset, line_start)
+        self._counted = (line_start, newlines)
+        return self.first_line + newlines
+
+    def key_lines(
+        self, base: int, *, final: bool
+    ) -> list[tuple[int, str, int, Recognition | None]]:
+        """Return (0-based line index in the block, scanned text, byte offset, rec).
 
         `final`: the block is in the stream's last edge (see `_Collector`).
         """
         forward, judged = self._forward(base) if self.room else ([], self.start)
+        if judged <= self.stop:
+            self._tally_rest(judged)
         numbered = self._numbered_from_start(forward, base)
         if judged > self.stop:  # every line judged
             return numbered
         return numbered + self._backward(judged, base, final=final)
 
-    def _forward(self, base: int) -> tuple[list[tuple[int, str]], int]:
-        found: list[tuple[int, str]] = []
+    def _forward(
+        self, base: int
+    ) -> tuple[list[tuple[int, str, Recognition | None]], int]:
+        found: list[tuple[int, str, Recognition | None]] = []
         taken = 0  # found past the start's edge: those fill the first group
         judged = self.start  # lines starting before this offset are judged
         near_start = self.edge - base  # lines starting before this are near it
@@ -292,20 +388,41 @@ class _AsciiBlock:
                 return False
             line_start, line_end, scanned = self._line_at(at)
             judged = line_end + 1
-            if self.match(scanned):
-                found.append((line_start, scanned))
+            verdict = self.judge(scanned)
+            if verdict:
+                text = scanned[:KEY_LINE_SCAN_CHARS]
+                rec = _recognition(verdict)
+                found.append((line_start, text, rec))
+                if rec is not None:
+                    self.tally.add(rec, text, lambda: self.number_at(line_start))
                 taken += line_start >= near_start
             return taken == self.room
 
-        screen.each_word(self.data, self.start, self.stop, visit)
+        self.screen.each_hit(self.data, self.start, self.stop, visit)
         if taken < self.room:
             judged = self.stop + 1
         return found, judged
 
+    def _tally_rest(self, judged: int) -> None:
+        """Judge, for the facts, the lines a rule hits in data[judged:stop]."""
+        below = judged  # lines starting before this are judged
+        for at in self.screen.rule_hits(self.data, judged, self.stop):
+            if at < below:
+                continue
+            line_start, line_end, scanned = self._line_at(at)
+            below = line_end + 1
+            verdict = self.judge(scanned)
+            if isinstance(verdict, Recognition):
+                self.tally.add(
+                    verdict,
+                    scanned[:KEY_LINE_SCAN_CHARS],
+                    lambda start=line_start: self.number_at(start),  # type: ignore[misc]
+                )
+
     def _backward(
         self, judged: int, base: int, *, final: bool
-    ) -> list[tuple[int, str, int]]:
-        found: list[tuple[int, str, int]] = []
+    ) -> list[tuple[int, str, int, Recognition | None]]:
+        found: list[tuple[int, str, int, Recognition | None]] = []
         taken = 0  # found before the end's edge: those fill the last group
         # Lines starting at or after `near_end` are in the end's edge.
         near_end = self.seen - self.edge - base if final else self.stop + 1
@@ -314,15 +431,18 @@ class _AsciiBlock:
         high, width = self.stop, self.window
         while high > judged and taken < self.cap:
             low = max(judged, high - width)
-            for at in reversed(screen.word_starts(self.data, low, high)):
+            for at in reversed(self.screen.hit_offsets(self.data, low, high)):
                 if at >= below:
                     continue
                 line_start, _, scanned = self._line_at(at)
                 below = line_start
-                if self.match(scanned):
+                verdict = self.judge(scanned)
+                if verdict:
                     after += self.data.count(b"\n", line_start, counted)
                     counted = line_start
-                    found.append((self.lines - 1 - after, scanned, base + line_start))
+                    text, rec = scanned[:KEY_LINE_SCAN_CHARS], _recognition(verdict)
+                    index = self.lines - 1 - after
+                    found.append((index, text, base + line_start, rec))
                     taken += line_start < near_end
                     if taken == self.cap:
                         break
@@ -330,23 +450,23 @@ class _AsciiBlock:
         return found[::-1]
 
     def _line_at(self, at: int) -> tuple[int, int, str]:
-        """Return (start, end, scanned text) of the line holding offset `at`."""
+        """Return (start, end, judged text) of the line holding offset `at`."""
         data = self.data
         start = max(data.rfind(b"\n", self.start, at) + 1, self.start)
         end = data.find(b"\n", at, self.stop)
         end = self.stop if end < 0 else end
-        head = data[start : min(end, start + KEY_LINE_SCAN_BYTES)]
-        return start, end, head.decode("ascii")[:KEY_LINE_SCAN_CHARS]
+        head = data[start : min(end, start + _JUDGED_CHARS)]
+        return start, end, head.decode("ascii")
 
     def _numbered_from_start(
-        self, found: list[tuple[int, str]], base: int
-    ) -> list[tuple[int, str, int]]:
-        numbered: list[tuple[int, str, int]] = []
+        self, found: list[tuple[int, str, Recognition | None]], base: int
+    ) -> list[tuple[int, str, int, Recognition | None]]:
+        numbered: list[tuple[int, str, int, Recognition | None]] = []
         index, counted = 0, self.start
-        for line_start, text in found:
+        for line_start, text, rec in found:
             index += self.data.count(b"\n", counted, line_start)
             counted = line_start
-            numbered.append((index, text, base + line_start))
+            numbered.append((index, text, base + line_start, rec))
         return numbered
 
 
@@ -368,43 +488,76 @@ def _scanned_bytes_only(block: str) -> str:
     return "\n".join(lines)
 
 
-def _key_lines_in(block: str, policy: SpillPolicy) -> Iterator[KeyLine]:
-    """Yield (0-based index, scanned text) of the key lines among block's lines."""
+def _key_lines_in(
+    block: str, policy: SpillPolicy, tally: FactTally, first_line: int
+) -> Iterator[tuple[int, str, Recognition | None]]:
+    """Yield (0-based index, scanned text, recognition) of block's key lines.
+
+    Every recognized line of the block is added to `tally`, in order; the
+    block's first line is number `first_line`.
+    """
     # Both keep every newline: line indices stay.
     block = clean_terminal(_scanned_bytes_only(block))
-    screen = policy.key_line_screen
-    if screen is None:
-        for index, line in enumerate(block.split("\n")):
-            scanned = line[:KEY_LINE_SCAN_CHARS]
-            if policy.is_key_line(scanned):
-                yield index, scanned
-        return
-    # Only lines the screen hits are split out and matched for real.
+    lines = block.split("\n")
+    for index in _candidates(block, lines, policy):
+        judged = lines[index][:_JUDGED_CHARS]
+        verdict = policy.judge_key_line(judged)
+        if verdict:
+            text, rec = judged[:KEY_LINE_SCAN_CHARS], _recognition(verdict)
+            if rec is not None:
+                number = first_line + index
+                tally.add(rec, text, lambda: number)  # noqa: B023 - called at once
+            yield index, text, rec
+
+
+def _candidates(block: str, lines: list[str], policy: SpillPolicy) -> list[int] | range:
+    """Return the indices of the lines that may be key lines, ascending."""
+    words = policy.key_line_screen
+    if words is None or not screen.AVAILABLE:
+        return range(len(lines))
+    # Only lines a word or a rule hits are matched for real.
     folded = fold_case(block)  # never adds or removes a newline
-    lines: list[str] | None = None
+    hits: set[int] = set()
     index = counted = pos = 0
-    while (hit := screen.search(folded, pos)) is not None:
+    while (hit := words.search(folded, pos)) is not None:
         index += folded.count("\n", counted, hit.start())
         counted = hit.start()
-        lines = block.split("\n") if lines is None else lines
-        scanned = lines[index][:KEY_LINE_SCAN_CHARS]
-        if policy.is_key_line(scanned):
-            yield index, scanned
+        hits.add(index)
         pos = folded.find("\n", hit.start()) + 1
         if pos == 0:
-            return
+            break
+    rules = screen.screen_for(policy.recognizers.specs)
+    if rules.rules:
+        data = _utf8(block)  # a rule's judge reads the same UTF-8
+        index = counted = 0
+        for at in rules.rule_hits(data, 0, len(data)):
+            index += data.count(b"\n", counted, at)
+            counted = at
+            hits.add(index)
+    return sorted(hits)
 
 
-def scan_region(
+def _scan_region(
     text: str, start: int, end: int, first_line: int, policy: SpillPolicy
-) -> tuple[KeyLine, ...]:
+) -> KeyLineScan:
     """Scan text[start:end] line by line, as KeyLineScanner scans its bytes."""
     if text.isascii():  # O(1) on a str: the scanner's fast path applies
         scanner = KeyLineScanner(policy)
         for pos in range(start, end, _SLAB):
             scanner.feed(text[pos : min(end, pos + _SLAB)].encode("ascii"))
-        return tuple((first_line - 1 + n, line) for n, line in scanner.result())
+        scan = scanner.scan()
+        shift = first_line - 1
+        return KeyLineScan(
+            key_lines=tuple((shift + n, line) for n, line in scan.key_lines),
+            recognitions=MappingProxyType(
+                {shift + n: rec for n, rec in scan.recognitions.items()}
+            ),
+            facts=scan.facts,
+            group_lines=tuple((shift + n, line) for n, line in scan.group_lines),
+            group_counts=scan.group_counts,
+        )
     found = _Collector(policy.max_key_lines)
+    tally = FactTally(policy.recognizers, max_groups(policy.max_key_lines))
     number, pos = first_line, start
     while pos < end:
         # A slab at a time, so a huge region never becomes one huge list.
@@ -412,13 +565,32 @@ def scan_region(
         stop = end if stop < 0 else stop + 1
         # Lines are the pieces between newlines: none after a final newline.
         block = text[pos : stop - 1] if text[stop - 1] == "\n" else text[pos:stop]
-        for index, scanned in _key_lines_in(block, policy):
-            found.add(number + index, scanned)
+        for index, scanned, rec in _key_lines_in(block, policy, tally, number):
+            found.add(number + index, scanned, recognition=rec)
         number += block.count("\n") + 1
         pos = stop
-    return found.snapshot()
+    return _scan_of(found.snapshot(), tally)
+
+
+def scan_region(
+    text: str, start: int, end: int, first_line: int, policy: SpillPolicy
+) -> tuple[KeyLine, ...]:
+    """Scan text[start:end] line by line, as KeyLineScanner scans its bytes."""
+    return _scan_region(text, start, end, first_line, policy).key_lines
+
+
+def scan_region_facts(
+    text: str, start: int, end: int, first_line: int, policy: SpillPolicy
+) -> KeyLineScan:
+    """Scan text[start:end] as `scan_region` does; with recognitions and facts."""
+    return _scan_region(text, start, end, first_line, policy)
 
 
 def scan_key_lines(text: str, policy: SpillPolicy) -> tuple[KeyLine, ...]:
     """Return the key-line candidates of a whole text (same as KeyLineScanner)."""
-    return scan_region(text, 0, len(text), 1, policy)
+    return _scan_region(text, 0, len(text), 1, policy).key_lines
+
+
+def scan_text(text: str, policy: SpillPolicy) -> KeyLineScan:
+    """Return a whole text's key lines, their recognitions and its facts."""
+    return _scan_region(text, 0, len(text), 1, policy)

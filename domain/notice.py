@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 from .command import SIGNAL_NAME_MAX, duration_text
 from .enums import SizeUnit
 from .graphemes import back_off_cluster, clip
+from .key_line_groups import Collapsed
 from .summary import SUMMARY_LIMIT
 
 if TYPE_CHECKING:
@@ -82,6 +83,12 @@ class PreviewSource:
     is_error: bool = False
     partial: bool = False
     command: CommandFacts | None = None
+    # What recognizers counted over the whole output ("failed", 3), shown in
+    # a facts line under the first when the budget has room for it.
+    counts: tuple[tuple[str, int], ...] = ()
+    # A listing's structural summary (`listing.listing_summary`), shown under
+    # the facts when the budget has room for it.
+    listing: str | None = None
 
 
 def _escape(text: str) -> str:
@@ -123,13 +130,16 @@ def render_header(source: PreviewSource) -> str:
         parts.append("partial: the stored output is incomplete")
     # The worst case assumes at most SUMMARY_LIMIT characters; hold to it.
     summary = _BREAKING.sub(" ", clip(source.summary, SUMMARY_LIMIT))
-    header = "; ".join(parts) + f"]\n[summary: {summary}]\n"
-    facts = source.command
-    if facts is None:
+    facts = render_facts(source) if source.counts else ""
+    if source.listing is not None:
+        facts += _BREAKING.sub(" ", source.listing) + "\n"
+    header = "; ".join(parts) + f"]\n{facts}[summary: {summary}]\n"
+    command = source.command
+    if command is None:
         return header
-    shown = clip_shown(facts.command_line, COMMAND_SHOWN_CHARS)
+    shown = clip_shown(command.command_line, COMMAND_SHOWN_CHARS)
     return header + _command_part(
-        shown, facts.exit_status, facts.ending, facts.duration_ms
+        shown, command.exit_status, command.ending, command.duration_ms
     )
 
 
@@ -190,12 +200,43 @@ def widest_notice(source: PreviewSource, lines: int, units: int, unit: SizeUnit)
     return _notice(source, lines, units, unit, (lines, lines))
 
 
-def render_key_lines(key_lines: Iterable[tuple[int, str]]) -> str:
-    """Return the key-line block ("" when there are none)."""
-    shown = [f"line {number}: {_show_line(text)}\n" for number, text in key_lines]
+def render_key_lines(
+    key_lines: Iterable[tuple[int, str] | Collapsed], handle: str = ""
+) -> str:
+    """Return the key-line block ("" when there are none).
+
+    The count in its first line is the number of lines that follow: key lines
+    and the notes of collapsed groups, whose grep call names `handle`.
+    """
+    shown = [
+        _show_note(entry, handle)
+        if isinstance(entry, Collapsed)
+        else f"line {entry[0]}: {_show_line(entry[1])}\n"
+        for entry in key_lines
+    ]
     if not shown:
         return ""
     return f"[key lines from the omitted part: {len(shown)}]\n" + "".join(shown)
+
+
+def _show_note(note: Collapsed, handle: str) -> str:
+    """Render a collapsed group's note: how many more, and the grep that lists them."""
+    more = f"at least {note.more}" if note.at_least else str(note.more)
+    return (
+        f"[... {more} more like line {note.like_line}: {GREP_TOOL}("
+        f"handle={call_argument(handle)}, pattern={call_argument(note.pattern)})]\n"
+    )
+
+
+def render_facts(source: PreviewSource) -> str:
+    """Return the line of whole-output facts: exit, lines, bytes, what was counted."""
+    parts = []
+    if source.command is not None:
+        parts.append(f"exit {source.command.exit_status}")
+    parts.append(f"{source.total_lines:,} lines")
+    parts.append(f"{source.total_bytes:,} bytes")
+    parts.append(", ".join(f"{n:,} {_escape(name)}" for name, n in source.counts))
+    return "[" + " \u00b7 ".join(parts) + "]\n"
 
 
 def _show_line(text: str) -> str:

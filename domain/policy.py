@@ -7,16 +7,22 @@ import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .bounds import MAX_SIZE, integer_problem, number_problem, shown
 from .constants import BASH_MAX_OUTPUT_LENGTH, TOOL_RESULT_THRESHOLD_KB
 from .enums import SizeUnit
 from .errors import SpillPolicyError
-from .key_line_match import KeyLineMatcher, compile_key_line_patterns
+from .key_line_match import SCAN_CHARS, KeyLineMatcher, compile_key_line_patterns
 from .notice import worst_fixed_size
+from .recognizers import Recognition, Recognizers, build_recognizers
+
+if TYPE_CHECKING:
+    from spillvault.specs.recognizer_rules import RecognizerRule
 
 TokenCounter = Callable[[str], int]
+RuleLoader = Callable[[str], "tuple[RecognizerRule, ...]"]
+"""Reads a policy's `recognizers` entry (a rule file's path) into its rules."""
 
 # The mapping / TOML schema, with the defaults; a test reads it back. Every key
 # is optional; unknown keys are errors at any level; [tools] merges over the
@@ -30,13 +36,21 @@ EXAMPLE_TOML: Final = """\
 head_ratio = 1
 tail_ratio = 4
 exempt_tools = ["grep_artifact", "read", "read_artifact", "read_file"]
-key_line_patterns = ['\\b\\w*error\\b', '\\bfail(?:ed|ure|ures|ing|s)?\\b',
-  '\\b\\w*exception\\b', '\\btraceback\\b', '\\bpanic(?:ked)?\\b', '\\bfatal\\b',
-  '\\bassert(?:ion)?\\w*', '\\bsegmentation fault\\b|\\bcore dumped\\b',
-  '\\babort(?:ed)?\\b']
-max_key_lines = 5
+key_line_patterns = [
+  '(?:^|[^\\w/-])\\w*error(?:$|[^\\w./-]|[./-](?:$|\\W))',
+  '(?:^|[^\\w/-])fail(?:ed|ure|ures|ing|s)?(?:$|[^\\w./-]|[./-](?:$|\\W))',
+  '(?:^|[^\\w/-])\\w*exception(?:$|[^\\w./-]|[./-](?:$|\\W))',
+  '(?:^|[^\\w/-])traceback(?:$|[^\\w./-]|[./-](?:$|\\W))',
+  '(?:^|[^\\w/-])panic(?:ked)?(?:$|[^\\w./-]|[./-](?:$|\\W))',
+  '(?:^|[^\\w/-])fatal(?:$|[^\\w./-]|[./-](?:$|\\W))',
+  '(?:^|[^\\w/-])assert\\w*(?:$|[^\\w./-]|[./-](?:$|\\W))',
+  '(?:^|[^\\w/-])(?:segmentation fault|core dumped)(?:$|[^\\w./-]|[./-](?:$|\\W))',
+  '(?:^|[^\\w/-])abort(?:ed)?(?:$|[^\\w./-]|[./-](?:$|\\W))',
+]
+max_key_lines = 40
 max_handle_length = 256
 max_hint_length = 320
+redact_secrets = true
 
 [default]
 limit = 51200
@@ -106,6 +120,9 @@ _TOP_KEYS: Final = frozenset(
         "max_key_lines",
         "max_handle_length",
         "max_hint_length",
+        "redact_secrets",
+        "recognizers",
+        "disabled_recognizers",
     }
 )
 _LIMIT_KEYS: Final = frozenset({"limit", "unit", "preview_budget"})
@@ -150,6 +167,15 @@ def _tool_limit_problems(key: str, limit: object) -> list[str]:
     return problems
 
 
+def _boolean_problem(key: str, value: object) -> list[str]:
+    """Name `key` unless `value` is true or false."""
+    return (
+        []
+        if isinstance(value, bool)
+        else [f"{key} must be true or false, not {shown(value)}"]
+    )
+
+
 def _ratio_problem(key: str, value: object) -> list[str]:
     """Name `key` unless `value` is a finite number in (0, MAX_RATIO]."""
     problem = number_problem(key, value, 0, MAX_RATIO, above_low=True)
@@ -162,6 +188,7 @@ _SCALAR_CHECKS: Final[Mapping[str, Callable[[str, object], list[str]]]] = {
     "max_key_lines": _integer_check(0, MAX_KEY_LINES),
     "max_handle_length": _integer_check(1, MAX_RENDERED_LENGTH),
     "max_hint_length": _integer_check(1, MAX_RENDERED_LENGTH),
+    "redact_secrets": _boolean_problem,
 }
 
 
@@ -172,19 +199,29 @@ DEFAULT_TOOL_LIMITS: Final[Mapping[str, ToolLimit]] = MappingProxyType(
 DEFAULT_EXEMPT_TOOLS: Final = frozenset(
     {"read", "read_file", "read_artifact", "grep_artifact"}
 )
-DEFAULT_KEY_LINE_PATTERNS: Final = (
-    r"\b\w*error\b",
-    r"\bfail(?:ed|ure|ures|ing|s)?\b",
-    r"\b\w*exception\b",
-    r"\btraceback\b",
-    r"\bpanic(?:ked)?\b",
-    r"\bfatal\b",
-    r"\bassert(?:ion)?\w*",
-    r"\bsegmentation fault\b|\bcore dumped\b",
-    r"\babort(?:ed)?\b",
+# A key word is a whole word, not part of an identifier joined by "-" or "/"
+# before it or by "-", "." or "/" after it: `liberror-perl` (a package) and
+# `lib/traceback.py` (a path) say nothing went wrong; `java.lang.Error`,
+# `error.` and `fail...` still do.
+_WORD_START: Final = r"(?:^|[^\w/-])"
+_WORD_END: Final = r"(?:$|[^\w./-]|[./-](?:$|\W))"
+DEFAULT_KEY_LINE_PATTERNS: Final = tuple(
+    _WORD_START + word + _WORD_END
+    for word in (
+        r"\w*error",
+        r"fail(?:ed|ure|ures|ing|s)?",
+        r"\w*exception",
+        r"traceback",
+        r"panic(?:ked)?",
+        r"fatal",
+        r"assert\w*",
+        r"(?:segmentation fault|core dumped)",
+        r"abort(?:ed)?",
+    )
 )
 # Matched with Python's Unicode word boundaries wherever they appear: each reads
-# only ASCII letters, spaces, \w and \b (what key_line_match requires of them).
+# only ASCII letters and punctuation, spaces, \w and \W, ^ and $ (what
+# key_line_match's ASCII stand-in keeps exact).
 _BUILT_IN_PATTERNS: Final = frozenset(DEFAULT_KEY_LINE_PATTERNS)
 # Every built-in pattern needs one of these words (case-insensitively), so a
 # plain literal search on case-folded text can skip lines none of them matches
@@ -231,11 +268,20 @@ class SpillPolicy:
     tail_ratio: float = 4
     exempt_tools: frozenset[str] = DEFAULT_EXEMPT_TOOLS
     key_line_patterns: tuple[str, ...] = DEFAULT_KEY_LINE_PATTERNS
-    max_key_lines: int = 5
+    max_key_lines: int = 40
     max_handle_length: int = 256
     token_counter: TokenCounter = default_token_counter
     max_hint_length: int = 320
+    # Mask credentials in what the model sees (previews, page-fault reads).
+    redact_secrets: bool = True
+    # A project's recognizer rules (tried before the packaged ones, replacing
+    # one with the same id) and the ids (or `family.*`) switched off.
+    recognizer_rules: tuple[RecognizerRule, ...] = ()
+    disabled_recognizers: frozenset[str] = frozenset()
     _matcher: KeyLineMatcher = field(init=False, repr=False, compare=False, hash=False)
+    _recognizers: Recognizers | None = field(
+        init=False, repr=False, compare=False, hash=False
+    )
 
     def __post_init__(self) -> None:
         """Freeze the collections, compile patterns once, validate everything."""
@@ -259,11 +305,34 @@ class SpillPolicy:
             patterns, problems, built_in=_BUILT_IN_PATTERNS
         )
         object.__setattr__(self, "_matcher", matcher)
+        problems += self._build_recognizers()
         problems += self._value_problems()
         if not problems:
             problems += self._fit_problems()
         if problems:
             raise SpillPolicyError("invalid spill policy: " + "; ".join(problems))
+
+    def _build_recognizers(self) -> list[str]:
+        """Compile the recognizer rules in effect; return their problems."""
+        problems: list[str] = []
+        own = _as_tuple("recognizer_rules", self.recognizer_rules, problems)
+        bad = [r for r in own if not hasattr(r, "pattern")]
+        if bad:
+            problems.append(f"recognizer_rules holds {shown(bad[0])}")
+            own = ()
+        disabled = _as_tuple(
+            "disabled_recognizers", self.disabled_recognizers, problems
+        )
+        problems += _string_problems("disabled_recognizers", disabled)
+        names = frozenset(d for d in disabled if isinstance(d, str))
+        object.__setattr__(self, "recognizer_rules", own)
+        object.__setattr__(self, "disabled_recognizers", names)
+        object.__setattr__(self, "_recognizers", None)
+        if not own and not names:
+            return problems  # the packaged rules load on first use
+        recognizers, found = build_recognizers(own, names)
+        object.__setattr__(self, "_recognizers", recognizers)
+        return problems + list(found)
 
     def _value_problems(self) -> list[str]:
         """Problems of the scalar fields and limits, each naming its key."""
@@ -325,8 +394,35 @@ class SpillPolicy:
         return tool_name in self.exempt_tools
 
     def is_key_line(self, line: str) -> bool:
-        """Tell whether any key-line pattern matches `line`."""
-        return self._matcher(line)
+        """Tell whether a key-line pattern or a recognizer matches `line`."""
+        return self._matcher(line) or self.recognizers.index(line) is not None
+
+    def recognize(self, line: str) -> Recognition | None:
+        """Return the recognizer rule that matches `line`, and its kind, if any."""
+        recognizers = self.recognizers
+        index = recognizers.index(line)
+        return None if index is None else recognizers.recognition(index)
+
+    def judge_key_line(self, scanned: str) -> Recognition | bool:
+        """Judge a line's scanned start: its recognition, else whether it is key.
+
+        `scanned` is the line's first SCAN_CHARS characters and the one after
+        them, if any (a recognizer's context; the words see only the first).
+        """
+        recognizers = self.recognizers
+        index = recognizers.index(scanned)
+        if index is not None:
+            return recognizers.recognition(index)
+        return self._matcher(scanned[:SCAN_CHARS])
+
+    @property
+    def recognizers(self) -> Recognizers:
+        """The recognizer rules in effect, compiled (loaded on first use)."""
+        recognizers = self._recognizers
+        if recognizers is None:
+            recognizers = build_recognizers((), frozenset())[0]
+            object.__setattr__(self, "_recognizers", recognizers)
+        return recognizers
 
     @property
     def key_line_screen(self) -> re.Pattern[str] | None:
@@ -337,6 +433,12 @@ class SpillPolicy:
 
     def to_mapping(self) -> dict[str, Any]:
         """Return the policy in the schema `from_mapping` reads (no token counter)."""
+        if self.recognizer_rules:
+            msg = (
+                "cannot write a policy's recognizer rules back: they come from "
+                "the rule files its `recognizers` key names"
+            )
+            raise SpillPolicyError(msg)
         return {
             "default": _limit_mapping(self.default_limit),
             "tools": {n: _limit_mapping(lim) for n, lim in self._all_tools().items()},
@@ -347,6 +449,8 @@ class SpillPolicy:
             "max_key_lines": self.max_key_lines,
             "max_handle_length": self.max_handle_length,
             "max_hint_length": self.max_hint_length,
+            "redact_secrets": self.redact_secrets,
+            "disabled_recognizers": sorted(self.disabled_recognizers),
         }
 
     def to_toml(self) -> str:
@@ -362,8 +466,10 @@ class SpillPolicy:
                 "max_key_lines",
                 "max_handle_length",
                 "max_hint_length",
+                "disabled_recognizers",
             )
         ]
+        lines.append(f"redact_secrets = {str(self.redact_secrets).lower()}")
         sections = [("default", data["default"])]
         sections += [
             (f"tools.{_toml_string(name)}", table)
@@ -376,7 +482,11 @@ class SpillPolicy:
 
     @classmethod
     def from_mapping(
-        cls, data: Mapping[str, Any], *, token_counter: TokenCounter | None = None
+        cls,
+        data: Mapping[str, Any],
+        *,
+        token_counter: TokenCounter | None = None,
+        rule_loader: RuleLoader | None = None,
     ) -> SpillPolicy:
         """Build a policy from plain data, naming every bad key at once."""
         problems: list[str] = []
@@ -398,6 +508,7 @@ class SpillPolicy:
                 problems += check(key, data[key])
                 kwargs[key] = data[key]
         kwargs.update(_parse_lists(data, problems))
+        kwargs.update(_parse_recognizers(data, problems, rule_loader))
         if problems:
             raise SpillPolicyError("invalid spill policy: " + "; ".join(problems))
         if token_counter is not None:
@@ -406,7 +517,11 @@ class SpillPolicy:
 
     @classmethod
     def from_toml(
-        cls, text: str, *, token_counter: TokenCounter | None = None
+        cls,
+        text: str,
+        *,
+        token_counter: TokenCounter | None = None,
+        rule_loader: RuleLoader | None = None,
     ) -> SpillPolicy:
         """Build a policy from TOML text (the schema of `from_mapping`)."""
         if not isinstance(text, str):
@@ -418,7 +533,9 @@ class SpillPolicy:
         except tomllib.TOMLDecodeError as exc:
             msg = f"invalid spill policy: not valid TOML: {exc}"
             raise SpillPolicyError(msg) from exc
-        return cls.from_mapping(data, token_counter=token_counter)
+        return cls.from_mapping(
+            data, token_counter=token_counter, rule_loader=rule_loader
+        )
 
 
 def _parse_limit(key: str, raw: object, problems: list[str]) -> ToolLimit | None:
@@ -480,6 +597,40 @@ def _parse_lists(data: Mapping[str, Any], problems: list[str]) -> dict[str, Any]
         patterns = _as_tuple("key_line_patterns", data["key_line_patterns"], problems)
         compile_key_line_patterns(patterns, problems, built_in=_BUILT_IN_PATTERNS)
         kwargs["key_line_patterns"] = patterns
+    return kwargs
+
+
+def _parse_recognizers(
+    data: Mapping[str, Any], problems: list[str], loader: RuleLoader | None
+) -> dict[str, Any]:
+    """Check the recognizer keys; load the rule files `recognizers` names."""
+    kwargs: dict[str, Any] = {}
+    if "disabled_recognizers" in data:
+        disabled = _as_tuple(
+            "disabled_recognizers", data["disabled_recognizers"], problems
+        )
+        problems += _string_problems("disabled_recognizers", disabled)
+        kwargs["disabled_recognizers"] = frozenset(
+            d for d in disabled if isinstance(d, str)
+        )
+    if "recognizers" in data:
+        paths = _as_tuple("recognizers", data["recognizers"], problems)
+        found = len(problems)
+        problems += _string_problems("recognizers", paths)
+        if loader is None:
+            problems.append(
+                "recognizers: rule files are read by a policy file's loader "
+                "(paths are relative to the policy file)"
+            )
+        if len(problems) == found:
+            rules: list[RecognizerRule] = []
+            for index, path in enumerate(paths):
+                try:
+                    rules += loader(path) if loader is not None else ()
+                # A RecognizerRuleError (a ValueError) names the file and line.
+                except (ValueError, OSError) as error:
+                    problems.append(f"recognizers[{index}] {error}")
+            kwargs["recognizer_rules"] = tuple(rules)
     return kwargs
 
 

@@ -3,6 +3,8 @@
 # Layout (every part but head and tail is rendered here):
 #
 #     [tool result stored as <handle>; tool: <name>; sha256: <hex>; source: <id>[; ...]]
+#     [exit <s> · <n> lines · <b> bytes · <counts>]    (counts known, room allowing)
+#     [listing: <n> matches, <g> top-level paths; most: …]   (a listing, room allowing)
 #     [summary: <summary>]
 #     [command: <argv>; exit: <status>; duration: <s>]   (a command's output only)
 #     <head: a prefix of the output>
@@ -10,7 +12,8 @@
 #      read: read_artifact(handle=…, start_line=a, limit=…); search:
 #      grep_artifact(handle=…, pattern="..."); shell: <hint>]     (one line)
 #     [key lines from the omitted part: <k>]      (only when there are some)
-#     line <N>: <text>                             (k such lines)
+#     line <N>: <text>                             (k lines in all, of these
+#     [... <m> more like line <N>: grep_artifact(…)]  and notes of collapsed groups)
 #     <tail: a suffix of the output>
 #
 # A newline always separates head and notice, so the layout parses back
@@ -33,7 +36,9 @@ from typing import TYPE_CHECKING, Final
 
 from .enums import SizeUnit
 from .graphemes import back_off_cluster, forward_off_cluster
-from .key_lines import KeyLine, scan_region
+from .key_line_groups import Collapsed, kept_per_end, plan_key_lines
+from .key_lines import KeyLine, KeyLineScan, scan_region, scan_text
+from .listing import listing_summary
 from .notice import (
     PreviewSource,
     render_header,
@@ -44,10 +49,11 @@ from .notice import (
 from .terminal import clean_terminal
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Mapping
 
     from .policy import SpillPolicy
 
+_MINOR_KINDS: Final = frozenset({"warning", "location"})
 LINE_END_WINDOW: Final = 1024  # how far a cut may move to land on a line end
 _ROUNDS: Final = 64
 
@@ -60,7 +66,11 @@ class PreviewText:
     so the preview never goes over the whole text again: its `line_count` and
     `size_bytes` (UTF-8), and key lines scanned with a `key_line_edge` (see
     `KeyLineScanner`). Without an edge a whole output's omitted part is
-    scanned here unless key lines are given.
+    scanned here unless key lines are given. `counts` (what recognizers
+    counted) make a facts line; `listing` is a stream's structural summary (a
+    whole text's is found here). `group_lines` and `group_counts` are a
+    store pass's `GroupTally` (see `KeyLineScan`); a whole text without them
+    is tallied here.
     """
 
     head: str
@@ -70,15 +80,10 @@ class PreviewText:
     line_count: int | None = None
     size_bytes: int | None = None
     key_line_edge: int | None = None
-
-
-def _select(candidates: Iterable[KeyLine], count: int) -> list[KeyLine]:
-    """Pick up to `count` lines: the earlier half first, then the latest ones."""
-    ordered = sorted(dict(candidates).items())
-    if len(ordered) <= count:
-        return ordered
-    late = count // 2
-    return ordered[: count - late] + (ordered[-late:] if late else [])
+    counts: tuple[tuple[str, int], ...] = ()
+    listing: str | None = None  # a stream's `ListingCounter` summary
+    group_lines: tuple[KeyLine, ...] = ()
+    group_counts: Mapping[str, int] | None = None
 
 
 # ---------------------------------------------------------------- cutting
@@ -198,11 +203,20 @@ def _cleaned(text: PreviewText, policy: SpillPolicy) -> PreviewText:
     """Return what the preview shows of `text`: cleaned, with key lines still key."""
     head = clean_terminal(text.head)
     tail = head if text.whole else clean_terminal(text.tail)
+
     # Given key lines were matched on the raw output; a line whose match was
     # overwritten or lay in an escape sequence is no key line on screen.
-    shown = ((number, clean_terminal(line)) for number, line in text.key_lines)
-    key_lines = tuple((n, line) for n, line in shown if policy.is_key_line(line))
-    return dataclasses.replace(text, head=head, tail=tail, key_lines=key_lines)
+    def still_key(lines: tuple[KeyLine, ...]) -> tuple[KeyLine, ...]:
+        shown = ((number, clean_terminal(line)) for number, line in lines)
+        return tuple((n, line) for n, line in shown if policy.is_key_line(line))
+
+    return dataclasses.replace(
+        text,
+        head=head,
+        tail=tail,
+        key_lines=still_key(text.key_lines),
+        group_lines=still_key(text.group_lines),
+    )
 
 
 @dataclass(frozen=True)
@@ -229,6 +243,7 @@ class _Builder:
             msg = "a whole PreviewText needs head == tail == the output"
             raise ValueError(msg)
         self.text = _cleaned(text, policy)
+        self._whole_scan: KeyLineScan | None = None
         # Line numbers count the output's own newlines (cleaning keeps them,
         # but may empty a last line after the final one).
         self.ends_with_newline = text.tail.endswith("\n")
@@ -322,14 +337,58 @@ class _Builder:
             whole, end = self.text.head, shape.tail_index
             start = whole.rfind("\n", 0, len(shape.head)) + 1
             first = shape.head.count("\n") + 1
+            if first == shape.covered_head:
+                # The head shows that line whole but for its newline: skip it,
+                # so the scan's first 2k are all from the omitted part.
+                start, first = len(shape.head) + 1, first + 1
             if end > 0 and whole[end - 1] != "\n":
                 # The tail starts mid-line: judge that line on its own start.
                 newline = whole.find("\n", end)
                 end = len(whole) if newline < 0 else newline
             found = scan_region(whole, start, end, first, self.policy)
-        return tuple(
+        inside = [
             (n, line) for n, line in found if shape.covered_head < n < shape.tail_first
-        )
+        ]
+        # The first and last 2k of the omitted part: what a store pass and a
+        # rescan both hold, so a preview never depends on which one ran.
+        cap = kept_per_end(self.policy.max_key_lines)
+        if len(inside) > 2 * cap:
+            inside = sorted(dict(inside).items())
+            inside = inside[:cap] + inside[-cap:]
+        group_lines, _ = self.groups()
+        inside += [
+            (n, line)
+            for n, line in group_lines
+            if shape.covered_head < n < shape.tail_first
+        ]
+        return tuple(sorted(dict(inside).items()))
+
+    def groups(self) -> tuple[tuple[KeyLine, ...], Mapping[str, int] | None]:
+        """Return the first lines of each group and the groups' counts, if known."""
+        text = self.text
+        if text.group_counts is not None and (not text.whole or self.uncleaned):
+            return text.group_lines, text.group_counts
+        if not text.whole or self.policy.max_key_lines == 0:
+            return (), None
+        scan = self.whole_scan()
+        return scan.group_lines, scan.group_counts
+
+    def whole_scan(self) -> KeyLineScan:
+        """Scan the whole (cleaned) text once: group tallies and facts."""
+        if self._whole_scan is None:
+            self._whole_scan = scan_text(self.text.head, self.policy)
+        return self._whole_scan
+
+    def counts(self) -> tuple[tuple[str, int], ...]:
+        """Return what the facts line counts: as given, or found in a whole text."""
+        text = self.text
+        if text.counts or not text.whole or text.group_counts is not None:
+            return text.counts
+        return self.whole_scan().facts.shown()
+
+    def head_has_key_line(self, shape: _Shape) -> bool:
+        """Tell whether the head of `shape` shows a key line (if not: boilerplate)."""
+        return any(self.policy.is_key_line(line) for line in shape.head.splitlines())
 
     def _scanned_covers(self, shape: _Shape) -> bool:
         """Tell whether the given key lines hold every candidate `shape` may show."""
@@ -344,7 +403,7 @@ class _Builder:
             and _utf8_size(shape.tail) <= edge
         )
 
-    def assemble(self, shape: _Shape, key_lines: Iterable[KeyLine]) -> str:
+    def assemble(self, shape: _Shape, key_lines: Iterable[KeyLine | Collapsed]) -> str:
         """Put the parts together, with the notice for this shape."""
         omitted_lines = shape.tail_first - shape.covered_head - 1
         shown = self.policy.measure(shape.head + shape.tail, self.notice_unit)
@@ -362,13 +421,14 @@ class _Builder:
             + shape.head
             + "\n"
             + notice
-            + render_key_lines(key_lines)
+            + render_key_lines(key_lines, self.source.handle)
             + shape.tail
         )
 
 
 def build_preview(text: PreviewText, source: PreviewSource, policy: SpillPolicy) -> str:
     """Return the replacement for a spilled output, within the tool's budget."""
+    source = dataclasses.replace(source, counts=(), listing=None)
     build = _Builder(text, source, policy)
     # Every count shown is at most its total (a line span only appears when some
     # line is left out, so its ends are at most the line count).
@@ -382,24 +442,37 @@ def build_preview(text: PreviewText, source: PreviewSource, policy: SpillPolicy)
             f"{build.cap} {build.unit} available for {source.tool_name!r}"
         )
         raise ValueError(msg)
+    # The facts line and a listing's summary are shown when they cost at most
+    # an eighth of the room.
+    listing = text.listing
+    if listing is None and text.whole:
+        listing = listing_summary(build.text.head)
+    told = dataclasses.replace(source, counts=build.counts(), listing=listing)
+    if told != source:
+        cost = build.size(render_header(told)) - build.size(render_header(source))
+        if cost <= room // 8:
+            build.source, source, room = told, told, room - cost
     # Key lines come from what the widest cut leaves out, so any narrower cut
-    # leaves them out too; they get at most a quarter of the room.
+    # leaves them out too. They get up to a third of the room, half when the
+    # head shows no key line (a banner, a collection list: boilerplate).
     shape = build.shape(room)
-    chosen = _select(build.candidates(shape), policy.max_key_lines)
-    while chosen and build.size(render_key_lines(chosen)) > room // 4:
-        chosen.pop()
+    pool = build.candidates(shape)
+    share = room // 3 if build.head_has_key_line(shape) else room // 2
+    chosen = _choose(build, pool, share)
     if chosen:
-        room -= build.size(render_key_lines(chosen))
+        room -= build.size(render_key_lines(chosen, source.handle))
         shape = build.shape(room)
     for attempt in range(_ROUNDS):
-        kept = [c for c in chosen if shape.covered_head < c[0] < shape.tail_first]
+        kept = [
+            c for c in chosen if shape.covered_head < _line_of(c) < shape.tail_first
+        ]
         replacement = build.assemble(shape, kept)
         over = build.size(replacement) - build.cap
         if over <= 0:
             return replacement
         # Only token counts (which do not add up across joins) get here.
         if chosen:
-            room += build.size(render_key_lines(chosen))
+            room += build.size(render_key_lines(chosen, source.handle))
             chosen = []
         elif room > 0:
             # Shrink by the excess, and geometrically if that keeps missing.
@@ -409,6 +482,42 @@ def build_preview(text: PreviewText, source: PreviewSource, policy: SpillPolicy)
         shape = build.shape(room)
     msg = f"no preview fits {build.cap} {build.unit} for {source.tool_name!r}"
     raise ValueError(msg)
+
+
+def _line_of(entry: KeyLine | Collapsed) -> int:
+    """Return the artifact line an entry of the key-line block stands at."""
+    return entry.like_line if isinstance(entry, Collapsed) else entry[0]
+
+
+def _choose(
+    build: _Builder, pool: tuple[KeyLine, ...], share: int
+) -> list[KeyLine | Collapsed]:
+    """Plan the key-line block with the most lines whose size fits `share`."""
+    policy = build.policy
+    slots = policy.max_key_lines
+    handle = build.source.handle
+    _, totals = build.groups()
+    capped = len(pool) >= 2 * kept_per_end(policy.max_key_lines)
+
+    def rank(text: str) -> int:
+        # Warnings and locations last; what no rule knows before them.
+        recognition = policy.recognize(text)
+        if recognition is None:
+            return 1
+        return 0 if recognition.kind in _MINOR_KINDS else 2
+
+    def attached(text: str) -> bool:
+        recognition = policy.recognize(text)
+        return recognition is not None and recognition.kind == "location"
+
+    while slots > 0:
+        chosen = plan_key_lines(
+            pool, slots, rank, capped=capped, totals=totals, attached=attached
+        )
+        if build.size(render_key_lines(chosen, handle)) <= share:
+            return chosen
+        slots -= 1
+    return []
 
 
 def build_whole(text: str, source: PreviewSource) -> str:

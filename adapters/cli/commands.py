@@ -15,6 +15,7 @@ from spillvault.adapters.cli.paging import (
     byte_page,
     grep_rows,
     line_page,
+    redacted_matches,
     stored_content,
     within_lines,
 )
@@ -34,6 +35,7 @@ from spillvault.adapters.cli.tables import (
 from spillvault.adapters.harness.capping import cap_line
 from spillvault.domain.constants import CHUNK_SIZE
 from spillvault.domain.notice import clip_shown
+from spillvault.domain.redaction import Edge
 
 if TYPE_CHECKING:
     import argparse
@@ -53,24 +55,18 @@ _COMMAND_FIELDS = ("command", "exit_status", "signal", "timed_out", "duration_ms
 def read_command(args: argparse.Namespace) -> int:
     """Print verified lines (1-based --line) or bytes of an artifact, capped."""
     raw: bool = args.raw
-    if raw and args.json:
-        _usage_error(
-            args,
-            "--raw writes the bytes as they are and cannot be combined with --json "
-            "(which carries them as bytes_base64)",
-        )
-    if raw and not args.bytes:
-        _usage_error(args, "--raw needs --bytes A:B (e.g. --bytes 0:1000000)")
     with open_for_reading(session_of_handle(args, args.handle)) as session:
         ext = session.externalizer
         budget = ext.policy.limit_for(_READ_LIMITS).budget
-        if raw:
+        if raw and args.bytes and not args.json:
             start, end = args.bytes  # parsed and bounded by the flag's type
             _write_raw(ext, args.handle, start, end)
         elif args.bytes:
-            _emit_byte_page(args, ext, budget)
+            _emit_byte_page(args, ext, budget, redact=not raw)
         else:
-            page = line_page(ext, args.handle, args.line, args.limit, budget=budget)
+            page = line_page(
+                ext, args.handle, args.line, args.limit, budget=budget, redact=not raw
+            )
             _emit_line_page(args, page)
     return 0
 
@@ -98,9 +94,17 @@ def _write_raw(ext: ToolResultExternalizer, handle: str, start: int, end: int) -
 
 
 def _emit_byte_page(
-    args: argparse.Namespace, ext: ToolResultExternalizer, budget: int
+    args: argparse.Namespace,
+    ext: ToolResultExternalizer,
+    budget: int,
+    *,
+    redact: bool,
 ) -> None:
-    """Print a page of bytes cut on characters: as text, or base64 under --json."""
+    """Print a page of bytes cut on characters: as text, or base64 under --json.
+
+    Secrets are masked (S3.6) unless `redact` is False or the policy says so;
+    the offsets stay the artifact's.
+    """
     start, end = args.bytes  # parsed and bounded by the flag's type
     page = byte_page(
         partial(ext.read_artifact_bytes, args.handle), start, end, budget=budget
@@ -113,8 +117,14 @@ def _emit_byte_page(
             f"[from byte {page.start}: byte {page.requested_start} is inside "
             "the character that starts there]"
         )
-    if page.data:
-        rows.append(page.data.decode("utf-8", "replace"))
+    data_bytes = page.data
+    if page.data and redact and ext.policy.redact_secrets:
+        text = page.data.decode("utf-8", "replace")
+        start_edge, end_edge = _page_edges(ext, args.handle, page.start, page.end, size)
+        shown = ext.redactor.redact(text, start=start_edge, end=end_edge)
+        data_bytes = shown.encode("utf-8", "surrogatepass")
+    if data_bytes:
+        rows.append(data_bytes.decode("utf-8", "replace"))
     if page.next_byte is not None:
         # The rest of the range asked for, else a page as wide as the one asked.
         width = end - start or budget
@@ -125,7 +135,7 @@ def _emit_byte_page(
     elif not page.data:
         rows.append(f"[end of the artifact: no bytes from byte {page.start}]")
     data = {
-        "bytes_base64": base64.b64encode(page.data).decode("ascii"),
+        "bytes_base64": base64.b64encode(data_bytes).decode("ascii"),
         "start": page.start,
         "requested_start": page.requested_start,
         "end": page.end,
@@ -133,6 +143,18 @@ def _emit_byte_page(
         "next_byte": page.next_byte,
     }
     emit(args, "\n".join(rows), data)
+
+
+def _page_edges(
+    ext: ToolResultExternalizer, handle: str, start: int, end: int, size: int | None
+) -> tuple[Edge, Edge]:
+    """Say what each end of a byte page is: the artifact's, a line's, or mid-line."""
+    before = ext.read_artifact_bytes(handle, start - 1, start) if start else b""
+    after = ext.read_artifact_bytes(handle, end, end + 1)
+    first = Edge.WHOLE if start == 0 else Edge.LINE if before == b"\n" else Edge.MID
+    if size is not None and end >= size:
+        return first, Edge.WHOLE
+    return first, Edge.LINE if after == b"\n" else Edge.MID
 
 
 def _emit_line_page(args: argparse.Namespace, page: LinePage) -> None:
@@ -172,7 +194,10 @@ def grep_command(args: argparse.Namespace) -> int:
             offset=args.start - 1,
         )
         content = stored_content(ext, args.handle)
-    result = within_lines(result, None if content is None else content.line_count)
+        total = None if content is None else content.line_count
+        result = within_lines(result, total)
+        if not args.raw:
+            result = redacted_matches(ext, args.handle, result, total)
     rows = grep_rows(result.matches, separators=args.context is not None)
     text = "\n".join(rows) if rows else "no match"
     # `resume_from` (0-based) stays for compatibility; `next_start_line` is the

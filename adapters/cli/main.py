@@ -11,6 +11,7 @@ import sys
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final
 
+from spillvault.adapters.cli.rules import add_rules_command
 from spillvault.adapters.cli.run import (
     EXIT_NOT_FOUND,
     EXIT_OWN_FAILURE,
@@ -197,8 +198,8 @@ def _add_artifact_commands(commands: Any) -> None:
     read.add_argument(
         "--raw",
         action="store_true",
-        help="with --bytes: write exactly those bytes, undecoded and uncut "
-        "(not with --json)",
+        help="show secrets as stored (masked by default); with --bytes and no "
+        "--json: write exactly those bytes, undecoded and uncut",
     )
     read.set_defaults(handler=_handler("read_command"), usage_error=read.error)
 
@@ -220,6 +221,9 @@ def _add_artifact_commands(commands: Any) -> None:
         help="matches to show (100)",
     )
     grep.add_argument("--regex", action="store_true", help="a regular expression")
+    grep.add_argument(
+        "--raw", action="store_true", help="show secrets as stored (masked by default)"
+    )
     grep.add_argument(
         "--from",
         dest="start",
@@ -482,6 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_gc_command(commands)
     _add_mcp_commands(commands)
     _add_hook_commands(commands)
+    add_rules_command(commands)
     return parser
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
 from spillvault.adapters.harness.capping import cap_line, cap_lines
+from spillvault.adapters.harness.model_tools import redact_page
 from spillvault.domain.reading import GrepResult
 
 if TYPE_CHECKING:
@@ -133,10 +134,19 @@ class LinePage:
     cut_at_budget: bool
 
 
-def line_page(
-    ext: ToolResultExternalizer, handle: str, first: int, limit: int, *, budget: int
+def line_page(  # noqa: PLR0913 - the page, its budget and whether to mask
+    ext: ToolResultExternalizer,
+    handle: str,
+    first: int,
+    limit: int,
+    *,
+    budget: int,
+    redact: bool = True,
 ) -> LinePage:
-    """Return up to `limit` lines from 1-based `first`, fitted into `budget`."""
+    """Return up to `limit` lines from 1-based `first`, fitted into `budget`.
+
+    Secrets are masked (S3.6) unless `redact` is False or the policy says so.
+    """
     content = stored_content(ext, handle)
     if content is None:
         body = ext.read_artifact(handle, first - 1, limit + 2)
@@ -148,6 +158,8 @@ def line_page(
         # A final newline ends the last line; it starts no new one (S2.3 counts).
         lines = body.split("\n")[: max(0, min(limit, total - first + 1))]
         more = first - 1 + len(lines) < total
+    if redact:
+        lines = redact_page(ext, handle, first, lines, total)
     capped = cap_lines(
         lines, first_line=first, budget=budget, max_line=min(MAX_LINE, budget)
     )
@@ -197,6 +209,27 @@ def within_lines(result: GrepResult, total: int | None) -> GrepResult:
     if resume is not None and resume >= total:
         resume = None
     return GrepResult(matches, truncated=resume is not None, resume_from=resume)
+
+
+def redacted_matches(
+    ext: ToolResultExternalizer, handle: str, result: GrepResult, total: int | None
+) -> GrepResult:
+    """Return `result` with secrets masked in each match and its context (S3.6)."""
+    matches = []
+    for match in result.matches:
+        first = match.line_number - len(match.before)
+        window = [*match.before, match.line, *match.after]
+        shown = redact_page(ext, handle, first, window, total)
+        cut = len(match.before)
+        matches.append(
+            replace(
+                match,
+                before=tuple(shown[:cut]),
+                line=shown[cut],
+                after=tuple(shown[cut + 1 :]),
+            )
+        )
+    return replace(result, matches=tuple(matches))
 
 
 def grep_rows(

@@ -10,7 +10,9 @@ externalizer policy's token counter, or `len` (characters) without one.
 A cleared result keeps its id, position and `is_error` flag; its content
 becomes a one-line placeholder naming the artifact that holds the full
 output. Whether a result is stored is looked up by its tool_use_id in the
-session's artifact records, never by reading the text.
+session's artifact records, never by reading the text. A placeholder holds
+the handle and the calls that read it back, no text of the output (not even
+its summary), so secret redaction (S1.7) has nothing to mask in it.
 """
 
 from __future__ import annotations

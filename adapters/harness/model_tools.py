@@ -5,7 +5,8 @@
 are described in each wire format; `handle_tool_call` runs them and always
 returns text for the model: capped at the read tool's budget, with numbered
 lines shown as a terminal would (no escape sequences, overwritten progress
-collapsed, as in the preview), and saying how to continue when cut. Every
+collapsed, as in the preview), secrets masked unless the policy's
+`redact_secrets` is off (S3.6), and saying how to continue when cut. Every
 failure becomes an `error: …` line naming what to change, never an
 exception. Both tools are exempt from the gate on the model arm (S1.2), so
 their output is not spilled again.
@@ -29,6 +30,7 @@ from spillvault.domain.notice import (
     SUGGESTED_READ_LIMIT,
     call_argument,
 )
+from spillvault.domain.redaction import Edge, looks_like_block_body
 from spillvault.domain.terminal import clean_terminal
 
 if TYPE_CHECKING:
@@ -43,6 +45,8 @@ MAX_CONTEXT = 20
 DEFAULT_MAX_MATCHES = 50
 MAX_MATCHES = 500
 MAX_LINE_CHARS = 2000
+BLOCK_LOOKBACK = 200
+"""Lines read back before a page that may lie inside a private-key block."""
 
 _HANDLE = {
     "type": "string",
@@ -212,7 +216,8 @@ def _read(ext: SessionExternalizer, args: dict[str, Any]) -> str:
     # A final newline ends the last line; it starts no new one (S2.3 counts).
     lines = body.split("\n")[: max(0, min(limit, total - start + 1))]
     # Lines as a terminal shows them, like the preview (the library reads stay exact).
-    numbered = [f"{start + i}: {clean_terminal(line)}" for i, line in enumerate(lines)]
+    shown = redact_page(ext, handle, start, [clean_terminal(x) for x in lines], total)
+    numbered = [f"{start + i}: {line}" for i, line in enumerate(shown)]
     budget = ext.policy.limit_for(READ_TOOL).budget
     capped = cap_lines(
         numbered, first_line=start, budget=budget, max_line=min(MAX_LINE_CHARS, budget)
@@ -251,12 +256,13 @@ def _grep(ext: SessionExternalizer, args: dict[str, Any]) -> str:
     rows: list[str] = []
     for match in result.matches:
         first = match.line_number - len(match.before)
-        for i, line in enumerate((*match.before, match.line, *match.after)):
+        window = [clean_terminal(x) for x in (*match.before, match.line, *match.after)]
+        for i, line in enumerate(redact_page(ext, handle, first, window, total)):
             if total is not None and first + i > total:
                 break  # the empty piece after a final newline is no line
             mark = ":" if first + i == match.line_number else "-"
             numbers.append(first + i)
-            rows.append(f"{first + i}{mark} {clean_terminal(line)}")
+            rows.append(f"{first + i}{mark} {line}")
     if not rows:
         return f"no match for {pattern!r} from line {start}"
     budget = ext.policy.limit_for(READ_TOOL).budget
@@ -274,6 +280,36 @@ def _grep(ext: SessionExternalizer, args: dict[str, Any]) -> str:
         call = _grep_call(handle, pattern, args, resume)
         text += f"\n[more: {GREP_TOOL}({call})]"
     return text
+
+
+def redact_page(
+    ext: SessionExternalizer,
+    handle: str,
+    first: int,
+    lines: list[str],
+    total: int | None,
+) -> list[str]:
+    """Mask secrets in consecutive lines from 1-based `first` (S3.6).
+
+    Unless the policy's `redact_secrets` is off. A page cut from the middle
+    of a private-key block holds neither its opener nor its closer: when
+    every line could be block body, the lines before it say whether it is.
+    """
+    if not ext.policy.redact_secrets or not lines:
+        return lines
+    redactor = ext.redactor
+    start = Edge.LINE if first > 1 else Edge.WHOLE
+    last = first + len(lines) - 1
+    end = Edge.WHOLE if total is not None and last >= total else Edge.LINE
+    shown = redactor.redact_lines(lines, start=start, end=end)
+    if shown == lines and first > 1 and all(map(looks_like_block_body, lines)):
+        back = min(BLOCK_LOOKBACK, first - 1)
+        before = ext.read_artifact(handle, first - 1 - back, back)
+        if redactor.ends_inside_block(before):
+            block = "\n".join(lines)
+            mask = redactor.mask("private-key", block)
+            shown = [mask if line.strip() else line for line in lines]
+    return shown
 
 
 def _recorded_lines(ext: SessionExternalizer, handle: str) -> int | None:

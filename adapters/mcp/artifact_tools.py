@@ -285,9 +285,13 @@ def _rows(ext: SessionExternalizer) -> list[str]:
         size = "writing" if content is None else f"{content.size_bytes} bytes"
         lines = "" if content is None else f", {content.line_count} lines"
         handle = ext.store.handle_for(artifact.filename)
+        # The summary is the output's first line: masked like every read (S3.6).
+        summary = artifact.summary
+        if ext.policy.redact_secrets and summary is not None:
+            summary = ext.redact_summary(summary)
         rows.append(
             f"{handle}  {size}{lines}  tool={artifact.source_tool}  "
-            f"{artifact.created_at}  {artifact.summary}"
+            f"{artifact.created_at}  {summary}"
         )
     return rows
 

@@ -23,7 +23,10 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import hashlib
+import hmac
 import logging
+import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -42,15 +45,22 @@ from spillvault.domain.errors import (
     ArtifactRetentionError,
     SpillPolicyError,
 )
-from spillvault.domain.key_lines import KeyLineScanner
+from spillvault.domain.key_lines import (
+    KEY_LINE_SCAN_CHARS,
+    KeyLineScan,
+    KeyLineScanner,
+)
+from spillvault.domain.listing import ListingCounter
 from spillvault.domain.notice import PreviewSource, fixed_parts_fit
 from spillvault.domain.policy import SpillPolicy
 from spillvault.domain.preview import (
+    LINE_END_WINDOW,
     PreviewText,
     build_pointer,
     build_preview,
     build_whole,
 )
+from spillvault.domain.redaction import Edge, Redactor
 from spillvault.domain.summary import check_summary, summarize, visible
 from spillvault.domain.values import ArtifactCleanupPolicy
 
@@ -80,6 +90,13 @@ _PIECE = 1 << 20
 # text: UTF-8 needs at most 4 bytes a code point, and the default token
 # counter gives a token for at most 8 ASCII letters (9 with a separator).
 _WINDOW_BYTES_PER_UNIT = {SizeUnit.CHARS: 4, SizeUnit.BYTES: 1, SizeUnit.TOKENS: 9}
+# Characters a preview may show per budget unit (a token is at most 9); the
+# redacted head and tail of a whole text reach twice that, and past any cut.
+_CHARS_PER_UNIT = {SizeUnit.CHARS: 1, SizeUnit.BYTES: 1, SizeUnit.TOKENS: 9}
+# Mask tags are keyed per session from a secret of this process: stable for a
+# session while the process lives, and no oracle to anyone without the key.
+_PROCESS_KEY = secrets.token_bytes(32)
+_SUMMARY_CUT = "\u2026 ("  # summarize() marks a clipped first line with an ellipsis
 
 
 @dataclass(frozen=True)
@@ -117,6 +134,71 @@ class SessionExternalizer:
             policy or self.session.policy or SpillPolicy()
         )
         self.reader = ArtifactReader(self.session, self.store)
+        self._redactor: Redactor | None = None
+
+    # redaction ----------------------------------------------------------------
+
+    @property
+    def redactor(self) -> Redactor:
+        """Return this session's redactor (its mask tags are keyed per session)."""
+        if self._redactor is None:
+            session_id = self.session.session_id.encode("utf-8", "surrogatepass")
+            key = hmac.new(_PROCESS_KEY, session_id, hashlib.sha256).digest()
+            self._redactor = Redactor(key)
+        return self._redactor
+
+    def redact_summary(self, summary: str) -> str:
+        """Return a recorded summary with its secrets masked (its line may be cut)."""
+        cut = summary.rfind(_SUMMARY_CUT)
+        if cut < 0:
+            return self.redactor.redact(summary)
+        head = self.redactor.redact(summary[:cut], end=Edge.MID)
+        return head + summary[cut:]
+
+    def _redacted_whole(self, text: str, tool_name: str) -> str | _Windows:
+        """Redact what a preview of the whole `text` may show: its two ends.
+
+        The middle is never shown but as key lines (redacted on their own), so
+        a long text is redacted only within reach of its ends, and comes back
+        as it was when they hold no secret, else as its two redacted windows
+        (copying a huge text costs more than the whole preview). A short text,
+        or one with terminal noise (the builder rescans that for key lines), is
+        redacted whole.
+        """
+        redactor = self.redactor
+        limit = self.policy.limit_for(tool_name)
+        reach = 2 * (limit.budget * _CHARS_PER_UNIT[limit.unit] + LINE_END_WINDOW) + 64
+        size = len(text)
+        if size <= 3 * reach or "\x1b" in text or "\r" in text:
+            return redactor.redact(text)
+        # Windows that end and start at line boundaries cut no credential.
+        head_end = _line_end_near(text, reach)
+        tail_start = _line_end_near(text, size - reach)
+        raw_head, raw_tail = text[:head_end], text[tail_start:]
+        head = redactor.redact(raw_head, end=_edge_before(text, head_end))
+        tail = redactor.redact(raw_tail, start=_edge_before(text, tail_start))
+        if head is raw_head and tail is raw_tail:
+            return text
+        if min(len(head), len(tail)) < reach // 2:
+            return redactor.redact(text)  # masks ate the ends: leave no raw text near
+        return _Windows(head, head_end, tail_start, tail)
+
+    def _redacted_key_lines(
+        self, key_lines: tuple[tuple[int, str], ...]
+    ) -> tuple[tuple[int, str], ...]:
+        """Redact each key line; one cut at the scan length may end mid-line."""
+        redact = self.redactor.redact
+        return tuple(
+            (
+                number,
+                redact(
+                    line,
+                    start=Edge.LINE,
+                    end=Edge.MID if len(line) >= KEY_LINE_SCAN_CHARS else Edge.LINE,
+                ),
+            )
+            for number, line in key_lines
+        )
 
     # the gate -----------------------------------------------------------------
 
@@ -169,7 +251,13 @@ class SessionExternalizer:
             return GateOutcome(kept, "store_failed")
         reference = self.store.reference_for(artifact)
         try:
-            preview = self._preview_whole(text, artifact, reference, scanner)
+            preview = self._preview_whole(
+                text,
+                artifact,
+                reference,
+                scanner,
+                redact=call.arm == "model" and self.policy.redact_secrets,
+            )
         except ValueError as error:
             # Only a handle or hint beyond the declared maxima gets here; the
             # stored artifact stays for GC and the model keeps the original.
@@ -495,10 +583,11 @@ class SessionExternalizer:
 
         The seed's calls store even outputs no preview can be smaller than.
         """
+        redact = self.policy.redact_secrets
         try:
-            return self._preview_whole(text, artifact, reference)
+            return self._preview_whole(text, artifact, reference, redact=redact)
         except ValueError:
-            return build_pointer(self._source(artifact, reference))
+            return build_pointer(self._source(artifact, reference, redact=redact))
 
     def _preview_whole(
         self,
@@ -506,28 +595,72 @@ class SessionExternalizer:
         artifact: Artifact,
         reference: ArtifactReference,
         scanner: KeyLineScanner | None = None,
+        *,
+        redact: bool,
     ) -> str:
-        """Preview a stored text; `scanner` scanned its UTF-8 as it was stored."""
-        preview = PreviewText(head=text, tail=text, whole=True)
+        """Preview a stored text; `scanner` scanned its UTF-8 as it was stored.
+
+        With `redact`, secrets are masked before the builder measures anything,
+        so the budget holds for what is shown (S1.7).
+        """
+        shown = self._redacted_whole(text, reference.source_tool) if redact else text
         content = artifact.stored_content
+        source = self._source(artifact, reference, redact=redact)
+        if isinstance(shown, _Windows):
+            if scanner is None or content is None:
+                # No scan to take key lines from: the builder scans the text.
+                middle = text[shown.head_end : shown.tail_start]
+                shown = shown.head + middle + shown.tail
+            else:
+                # Previewed from its two windows, as a stream is.
+                windows = self._scanned(
+                    PreviewText(shown.head, shown.tail, whole=False),
+                    scanner.scan(),
+                    redact=True,
+                )
+                return build_preview(windows, source, self.policy)
+        preview = PreviewText(head=shown, tail=shown, whole=True)
         if scanner is not None and content is not None:
             preview = dataclasses.replace(
-                preview,
-                key_lines=scanner.result(),
+                self._scanned(preview, scanner.scan(), redact=redact),
                 line_count=content.line_count,
+                # The artifact's own size: what the notice's omitted count is of.
                 size_bytes=content.size_bytes,
                 key_line_edge=scanner.edge,
             )
-        return build_preview(preview, self._source(artifact, reference), self.policy)
+        return build_preview(preview, source, self.policy)
+
+    def _scanned(
+        self, preview: PreviewText, scan: KeyLineScan, *, redact: bool
+    ) -> PreviewText:
+        """Add what the store pass found: key lines, group tallies, counts."""
+        key_lines, group_lines = scan.key_lines, scan.group_lines
+        if redact:
+            key_lines = self._redacted_key_lines(key_lines)
+            group_lines = self._redacted_key_lines(group_lines)
+        return dataclasses.replace(
+            preview,
+            key_lines=key_lines,
+            group_lines=group_lines,
+            group_counts=scan.group_counts,
+            counts=scan.facts.shown(),
+        )
 
     def _source(
-        self, artifact: Artifact, reference: ArtifactReference
+        self, artifact: Artifact, reference: ArtifactReference, *, redact: bool = False
     ) -> PreviewSource:
         content = artifact.stored_content
         assert content is not None  # noqa: S101 - stored artifacts have content
+        command = artifact.command_facts
+        summary = reference.summary
+        if redact:
+            summary = self.redact_summary(summary)
+            if command is not None:
+                argv = tuple(self.redactor.redact(arg) for arg in command.argv)
+                command = dataclasses.replace(command, argv=argv)
         return PreviewSource(
             source_id=reference.source.source_id,
-            summary=reference.summary,
+            summary=summary,
             tool_name=reference.source_tool,
             content_sha256=reference.content_sha256,
             handle=reference.handle,
@@ -537,7 +670,7 @@ class SessionExternalizer:
             tool_use_id=artifact.tool_use_id,
             is_error=artifact.is_error,
             partial=artifact.state == "partial",
-            command=artifact.command_facts,
+            command=command,
         )
 
     def _described(self, head: bytes, source: PreviewSource) -> str:
@@ -555,8 +688,9 @@ class SessionExternalizer:
         self,
         artifact: Artifact,
         reference: ArtifactReference,
-        key_lines: tuple[tuple[int, str], ...],
+        scan: KeyLineScan,
         reason: str,
+        listing: str | None = None,
     ) -> GateOutcome:
         """Gate a stored stream from bounded windows of its bytes (S2.4).
 
@@ -568,7 +702,8 @@ class SessionExternalizer:
         limit = self.policy.limit_for(reference.source_tool)
         per_unit = _WINDOW_BYTES_PER_UNIT[limit.unit]
         window = limit.budget * per_unit
-        source = self._source(artifact, reference)
+        redact = self.policy.redact_secrets
+        source = self._source(artifact, reference, redact=redact)
         # Up to here the output may still be under its limit: measure it whole.
         whole = size <= max(2 * window, limit.limit * per_unit)
         head = self.reader.read_artifact_bytes(
@@ -579,20 +714,35 @@ class SessionExternalizer:
             return GateOutcome(self._described(head, source), kept, reference)
         if whole:
             text = head.decode("utf-8", "replace")
-            if not self.should_externalize(text, reference.source_tool):
+            under = not self.should_externalize(text, reference.source_tool)
+            text = self.redactor.redact(text) if redact else text
+            if under:
                 view = build_whole(text, source)
                 if self.policy.measure(view, limit.unit) <= limit.limit:
                     kept = "under_limit" if reason == "spilled" else reason
                     return GateOutcome(view, kept, reference)
-            preview = PreviewText(head=text, tail=text, whole=True)
-        else:
-            tail = self.reader.read_artifact_bytes(handle, size - window, size)
             preview = PreviewText(
-                head=_complete_head(head[:window]),
-                tail=_complete_tail(tail),
-                whole=False,
-                key_lines=key_lines,
+                head=text, tail=text, whole=True, counts=scan.facts.shown()
             )
+        else:
+            # One byte more than the window tells whether it starts a line.
+            before = self.reader.read_artifact_bytes(handle, size - window - 1, size)
+            head_text = _complete_head(head[:window])
+            tail_text = _complete_tail(before[1:])
+            if redact:
+                redactor = self.redactor
+                head_end = Edge.LINE if head_text.endswith("\n") else Edge.MID
+                tail_start = Edge.LINE if before[:1] == b"\n" else Edge.MID
+                head_text = redactor.redact(head_text, end=head_end)
+                tail_text = redactor.redact(tail_text, start=tail_start)
+            preview = self._scanned(
+                PreviewText(head=head_text, tail=tail_text, whole=False),
+                scan,
+                redact=redact,
+            )
+            if listing is not None:
+                shown = self.redactor.redact(listing) if redact else listing
+                preview = dataclasses.replace(preview, listing=shown)
         try:
             view = build_preview(preview, source, self.policy)
         except ValueError:
@@ -616,6 +766,7 @@ class GateStream:
             tool_name, tool_use_id=tool_use_id, key_line_scanner=self._scanner
         )
         self._failed: BaseException | None = None
+        self._listing = ListingCounter()
 
     @property
     def handle(self) -> str:
@@ -630,6 +781,8 @@ class GateStream:
             self._stream.write(data)
         except Exception as error:  # noqa: BLE001 - S2.4: seal what was stored
             self._failed = error
+            return
+        self._listing.feed(data)
 
     def close(
         self, *, interrupted: bool = False, command: CommandFacts | None = None
@@ -660,8 +813,8 @@ class GateStream:
             # there is no digest to reference yet; the next open seals it.
             return GateOutcome(self._unsealed_notice(artifact), reason)
         reference = ext.store.reference_for(artifact)
-        key_lines = self._scanner.result()
-        return ext._gate_stored(artifact, reference, key_lines, reason)  # noqa: SLF001
+        scan, listing = self._scanner.scan(), self._listing.summary()
+        return ext._gate_stored(artifact, reference, scan, reason, listing)  # noqa: SLF001
 
     def _unsealed_notice(self, artifact: Artifact) -> str:
         """Say what happened to a stream whose partial seal failed too (S2.4)."""
@@ -696,6 +849,16 @@ def _text_of(content: Content) -> str | None:
 
 
 @dataclass(frozen=True)
+class _Windows:
+    """The redacted ends of a long text, and where they end and start in it."""
+
+    head: str
+    head_end: int
+    tail_start: int
+    tail: str
+
+
+@dataclass(frozen=True)
 class _Call:
     """One gate call's facts besides its content."""
 
@@ -712,6 +875,17 @@ def _replace(content: Content, preview: str) -> Content:
     first = dict(content[0]) if content else {}
     first.update(type="text", text=preview)
     return [first]
+
+
+def _edge_before(text: str, index: int) -> Edge:
+    """Return what a cut of `text` just before `index` is: at a line start or not."""
+    return Edge.LINE if text[index - 1] == "\n" else Edge.MID
+
+
+def _line_end_near(text: str, index: int) -> int:
+    """Return the index just past the first newline at or after `index`, if near."""
+    newline = text.find("\n", index - 1, index + LINE_END_WINDOW)
+    return index if newline < 0 else newline + 1
 
 
 def _complete_head(data: bytes) -> str:

@@ -187,7 +187,7 @@ class ContentWriter:
     """Append chunks to an open file, hashing them and feeding a key-line scanner.
 
     One writer per file, used from one thread. Call `close()` when done: it
-    feeds the scanner the last chunk and stops the helper thread.
+    feeds the scanner the last chunk and stops the helper threads.
     """
 
     def __init__(
@@ -199,6 +199,8 @@ class ContentWriter:
         self._hasher = ContentHasher()
         self._helper: ThreadPoolExecutor | None = None
         self._unscanned: tuple[bytes, int] | None = None
+        self._scanning: ThreadPoolExecutor | None = None
+        self._scan_running: Future[None] | None = None
         self._failed = False
 
     @property
@@ -242,11 +244,14 @@ class ContentWriter:
         return hash_open_file(self._fs, self._fd)
 
     def close(self) -> None:
-        """Feed the scanner the last written chunk, stop the helper; idempotent."""
-        self._scan_unscanned()
-        if self._helper is not None:
-            self._helper.shutdown(wait=True)
-            self._helper = None
+        """Feed the scanner the last written chunk, stop the helpers; idempotent."""
+        try:
+            self._scan_unscanned(wait=True)
+        finally:
+            for pool in (self._helper, self._scanning):
+                if pool is not None:
+                    pool.shutdown(wait=True)
+            self._helper = self._scanning = None
 
     def _helper_pool(self) -> ThreadPoolExecutor:
         if self._helper is None:
@@ -278,11 +283,26 @@ class ContentWriter:
                 raise OSError(errno.EIO, "write made no progress")
             pos += written
 
-    def _scan_unscanned(self) -> None:
-        if self._unscanned is not None and self._scanner is not None:
-            data, newlines = self._unscanned
+    def _scan_unscanned(self, *, wait: bool = False) -> None:
+        """Scan the chunk before this one, on a thread of its own.
+
+        It runs while the next chunk is hashed (Hyperscan and SHA-256 both
+        release the GIL). Chunks are scanned in order, one at a time: at most
+        one waits.
+        """
+        unscanned, self._unscanned = self._unscanned, None
+        running, self._scan_running = self._scan_running, None
+        if running is not None:
+            running.result()  # in order; a scanner's error surfaces here
+        if unscanned is None or self._scanner is None:
+            return
+        data, newlines = unscanned
+        if wait or len(data) < OVERLAP_MIN:
             self._scanner.feed(data, newlines)
-        self._unscanned = None
+            return
+        if self._scanning is None:
+            self._scanning = ThreadPoolExecutor(1, thread_name_prefix="spillvault-scan")
+        self._scan_running = self._scanning.submit(self._scanner.feed, data, newlines)
 
 
 def _wait_out(running: Future[None]) -> None:

@@ -74,7 +74,7 @@ def test_byte_pages_followed_to_the_end_are_the_artifact(
             width = widths[page_number % len(widths)]
             start = len(joined)
             page = json_page(
-                capsys, session, handle, "--bytes", f"{start}:{start + width}"
+                capsys, session, handle, "--bytes", f"{start}:{start + width}", "--raw"
             )
             piece = base64.b64decode(page["bytes_base64"])
             piece.decode("utf-8")  # strict: no character split by the page edge
@@ -202,28 +202,16 @@ def test_raw_writes_exactly_the_bytes_asked_for(tmp_path: Path) -> None:
     assert (past.returncode, past.stdout) == (0, b"")
 
 
-@pytest.mark.parametrize(
-    ("flags", "message"),
-    [
-        (["--bytes", "0:4", "--raw", "--json"], "--raw writes the bytes as they are"),
-        (["--raw"], "--raw needs --bytes A:B"),
-    ],
-)
-def test_raw_with_json_or_without_bytes_is_a_usage_error(
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    flags: list[str],
-    message: str,
+def test_raw_json_byte_pages_carry_the_stored_bytes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     session = tmp_path / "s"
-    handle = spill(session, b"data")
-    with pytest.raises(SystemExit) as exited:
-        cli_main(["read", handle, "--session", str(session), *flags])
-    assert exited.value.code == 2
-    out, err = capsys.readouterr()
-    assert out == ""
-    assert err.startswith("usage: spillvault read")
-    assert f"spillvault read: error: {message}" in err
+    secret = b"ghp_4Rk9Xz2Lq7Vt3Nb8Mw1Pz6Yc0Hf5Gj2KsD8aE"
+    handle = spill(session, b"token " + secret + b"\n")
+    masked = json_page(capsys, session, handle, "--bytes", "0:100")
+    assert secret not in base64.b64decode(masked["bytes_base64"])
+    raw = json_page(capsys, session, handle, "--bytes", "0:100", "--raw")
+    assert base64.b64decode(raw["bytes_base64"]) == b"token " + secret + b"\n"
 
 
 # line pages -----------------------------------------------------------------

@@ -62,7 +62,11 @@ def test_typed_and_data_files_ship_with_the_packages() -> None:
         assert spec.origin is not None
         assert (Path(spec.origin).parent / "py.typed").is_file()
     specs = Path(importlib.util.find_spec("spillvault.specs").origin).parent
-    assert {p.name for p in specs.glob("*.toml")} == {"lease.toml", "artifact.toml"}
+    assert {p.name for p in specs.glob("*.toml")} == {
+        "lease.toml",
+        "artifact.toml",
+        "secrets.toml",
+    }
     assert {p.name for p in specs.glob("*.mmd")} == {"lease.mmd", "artifact.mmd"}
 
 
@@ -118,6 +122,7 @@ def test_wheel_holds_only_the_mapped_packages_and_works(tmp_path: Path) -> None:
         "spillvault/domain/lease.py",
         "spillvault/adapters/session.py",
         "spillvault/specs/lease.toml",
+        "spillvault/specs/secrets.toml",
         "spillvault/specs/artifact.mmd",
     ):
         assert wanted in names

@@ -126,7 +126,9 @@ def test_spill_notices_suggest_calls_the_tools_accept(
     assert outcome.artifact is not None
     text = str(outcome.content)
     assert f"full output: {outcome.artifact.handle};" in text
-    assert assert_calls_work(session, text) == 2
+    # The notice's read and grep, and the grep of the collapsed repeats' note.
+    assert "more like line" in text
+    assert assert_calls_work(session, text) == 3
 
 
 def test_a_streamed_output_and_the_seed_pointer_suggest_valid_calls(
@@ -138,7 +140,7 @@ def test_a_streamed_output_and_the_seed_pointer_suggest_valid_calls(
         stream.write(LOG[start : start + 1000].encode())
     streamed = stream.close()
     assert streamed.reason == "spilled"
-    assert assert_calls_work(session, str(streamed.content)) == 2
+    assert assert_calls_work(session, str(streamed.content)) == 3
     pointer = ext.externalize("tiny\n", "bash")
     assert assert_calls_work(session, pointer.context_text) == 2
 

@@ -16,6 +16,12 @@ NOTICE = re.compile(
 )
 KEY_BLOCK = re.compile(r"\[key lines from the omitted part: (\d+)\]\n")
 KEY_LINE = re.compile(r"line (\d+): (.*)")
+NOTE = re.compile(
+    r"\[\.\.\. (?:at least )?\d+ more like line \d+: grep_artifact\(.*\)\]"
+)
+# The header's optional lines between the first and the summary (S1.6).
+FACTS_LINE = re.compile(r"\[(?:exit -?\d+ \u00b7 )?[\d,]+ lines \u00b7 [^\n]*\]")
+LISTING_LINE = re.compile(r"\[listing: [^\n]*\]")
 
 
 @dataclass(frozen=True)
@@ -34,6 +40,10 @@ class View:
 def parse_view(view: str) -> View:
     """Split a view (header, head, notice, key lines, tail) into its parts."""
     first, second, rest = view.split("\n", 2)
+    extra = ""
+    while FACTS_LINE.fullmatch(second) or LISTING_LINE.fullmatch(second):
+        extra += second + "\n"
+        second, rest = rest.split("\n", 1)
     notice = NOTICE.search(rest)
     assert notice is not None, rest[:300]
     assert rest[notice.start() - 1] == "\n"  # a newline always ends the head
@@ -44,12 +54,14 @@ def parse_view(view: str) -> View:
         after = after[block.end() :]
         for _ in range(int(block[1])):
             line, _, after = after.partition("\n")
+            if NOTE.fullmatch(line):
+                continue
             found = KEY_LINE.fullmatch(line)
             assert found is not None, line
             key_lines.append((int(found[1]), found[2]))
     span = None if notice[3] is None else (int(notice[3]), int(notice[4]))
     return View(
-        header=f"{first}\n{second}\n",
+        header=f"{first}\n{extra}{second}\n",
         head=head,
         omitted_units=int(notice[1]),
         omitted_lines=int(notice[2]),

@@ -52,11 +52,13 @@ def reference_key_lines(text: str, policy: SpillPolicy) -> tuple[KeyLine, ...]:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # a final newline ends the last line; it starts none
-    shown = [clean_terminal(line)[:KEY_LINE_SCAN_CHARS] for line in lines]
+    # A line is judged on its first characters and, for a recognizer's `$` or
+    # `\b`, the one after them (issue 20).
+    judged = [clean_terminal(line)[: KEY_LINE_SCAN_CHARS + 1] for line in lines]
     found = [
-        (number, line)
-        for number, line in enumerate(shown, 1)
-        if policy.is_key_line(line)
+        (number, line[:KEY_LINE_SCAN_CHARS])
+        for number, line in enumerate(judged, 1)
+        if policy.judge_key_line(line)
     ]
     cap = 2 * policy.max_key_lines
     if len(found) <= 2 * cap:

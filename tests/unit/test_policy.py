@@ -56,7 +56,7 @@ def test_defaults_are_the_seed() -> None:
         "read_artifact",
         "grep_artifact",
     }
-    assert policy.max_key_lines == 5
+    assert policy.max_key_lines == 40
     # a handle is at most 64 characters, each at most 4 UTF-8 bytes
     assert (policy.max_handle_length, policy.max_hint_length) == (256, 320)
     assert policy.token_counter is default_token_counter

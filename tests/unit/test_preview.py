@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import pytest
 from hypothesis import assume, given, settings
@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from spillvault.domain.enums import SizeUnit
 from spillvault.domain.graphemes import CLUSTER_BACKOFF
+from spillvault.domain.key_line_groups import kept_per_end
 from spillvault.domain.key_lines import (
     KEY_LINE_SCAN_BYTES,
     KEY_LINE_SCAN_CHARS,
@@ -35,6 +36,8 @@ from spillvault.domain.preview import (
     build_whole,
 )
 from spillvault.domain.terminal import clean_terminal
+
+from support.views import FACTS_LINE, LISTING_LINE
 
 HANDLE = "s-7kq2m9x4ab3cd/1\u2042"  # the mark makes it unique
 HINT = "spillvault read s-7kq2m9x4ab3cd/1"
@@ -89,29 +92,46 @@ class Parsed:
     omitted_lines: int
     first_line: int | None
     key_lines: list[tuple[int, str]]
+    notes: list[tuple[int, int]] = field(default_factory=list)  # (like line, more)
+
+
+NOTE = re.compile(
+    r"\[\.\.\. (?:at least )?(\d+) more like line (\d+): grep_artifact\(.*\)\]"
+)
 
 
 def parse(out: str, source: PreviewSource) -> Parsed:
     """Read head, notice, key lines and tail back out of a replacement."""
     header = render_header(source)
+    first, rest = out.split("\n", 1)
+    while FACTS_LINE.match(rest) or LISTING_LINE.match(rest):
+        rest = rest.split("\n", 1)[1]  # the header's optional lines (S1.6)
+    out = first + "\n" + rest
     assert out.startswith(header)
     rest = out[len(header) :]
     notice = NOTICE.search(rest)
     assert notice is not None, rest[:300]
     head, after = rest[: notice.start()], rest[notice.end() :]
-    keys = []
+    keys: list[tuple[int, str]] = []
+    notes: list[tuple[int, int]] = []
     block = KEY_BLOCK.match(after)
     if block:
         after = after[block.end() :]
         for _ in range(int(block[1])):
             line, _, after = after.partition("\n")
+            note = NOTE.fullmatch(line)
+            if note is not None:
+                notes.append((int(note[2]), int(note[1])))
+                continue
             found = re.fullmatch(r"line (\d+): (.*)", line, re.DOTALL)
             assert found is not None
             keys.append((int(found[1]), found[2]))
     first = int(notice[4]) if notice[4] else None
     if first is not None:
         assert int(notice[5]) == first + int(notice[3]) - 1
-    return Parsed(head, after, int(notice[1]), notice[2], int(notice[3]), first, keys)
+    return Parsed(
+        head, after, int(notice[1]), notice[2], int(notice[3]), first, keys, notes
+    )
 
 
 def spans(text: str, output: str | None = None) -> list[tuple[int, int]]:
@@ -579,10 +599,14 @@ def test_key_lines_come_from_the_middle_with_their_line_numbers() -> None:
     assert windowed.key_lines == got.key_lines
 
 
+_WORD = [f"w{chr(97 + i % 26)}{chr(97 + i // 26)}" for i in range(40)]
+
+
 def test_many_key_lines_are_capped_earliest_and_latest_first() -> None:
-    errors = {i: f"error number {i}" for i in range(100, 1900, 50)}
+    # Distinct diagnostics (no two alike), so none collapses into a note.
+    errors = {i: f"error {_WORD[i // 50]} here" for i in range(100, 1900, 50)}
     text = numbered(2000, errors)
-    policy = small_policy(SizeUnit.CHARS, 8000)
+    policy = small_policy(SizeUnit.CHARS, 8000, max_key_lines=5)
     source = source_for(text)
     got = check_whole(
         build_preview(PreviewText(text, text, True), source, policy),
@@ -600,21 +624,23 @@ def test_many_key_lines_are_capped_earliest_and_latest_first() -> None:
 
 
 def test_key_lines_only_when_they_fit() -> None:
-    text = numbered(3000, {1500: "error " + "x" * 400})
-    policy = small_policy(SizeUnit.CHARS)  # the tightest budget allowed
+    long_errors = {1000 + 50 * i: f"error {_WORD[i]} " + "x" * 400 for i in range(10)}
+    text = numbered(3000, long_errors)
     source = source_for(text)
-    got = check_whole(
-        build_preview(PreviewText(text, text, True), source, policy),
-        text,
-        policy,
-        source,
-    )
-    assert got.key_lines == []  # 200 characters do not fit a quarter of the room
+    tight = small_policy(SizeUnit.CHARS)  # the tightest budget allowed
+    out = build_preview(PreviewText(text, text, True), source, tight)
+    got = check_whole(out, text, tight, source)
+    block = out[out.index("[key lines") : len(out) - len(got.tail)]
+    room = tight.limit_for("t").limit - (len(out) - len(got.head) - len(got.tail))
+    # A block takes at most half the room (the head shows no key line here).
+    assert 0 < len(got.key_lines) < 10
+    assert len(block) <= (room + len(block)) // 2
     roomy = small_policy(SizeUnit.CHARS, 9000)
     got = check_whole(
         build_preview(PreviewText(text, text, True), source, roomy), text, roomy, source
     )
-    assert got.key_lines == [(1500, "error " + "x" * 194 + "...")]
+    assert [n for n, _ in got.key_lines] == sorted(long_errors)
+    assert got.key_lines[0][1] == long_errors[1000][:200] + "..."
 
 
 @pytest.mark.parametrize("whole", [True, False])
@@ -636,12 +662,12 @@ def test_given_candidates_are_kept_only_from_the_middle(whole: bool) -> None:
     )
     numbers = [n for n, _ in got.key_lines]
     assert set(numbers) <= set(hidden)
-    # the earliest and the latest of the middle (as the widest cut saw it)
-    assert len(numbers) == 5
-    assert numbers[:3] == list(range(numbers[0], numbers[0] + 3))
-    assert numbers[3:] == [numbers[3], numbers[3] + 1]
+    # Alike lines: the earliest of the middle (as the widest cut saw it), then
+    # one note counting the rest of the candidates kept.
+    assert numbers == [numbers[0]]
     assert numbers[0] - hidden[0] < 10
-    assert hidden[-1] - numbers[-1] < 20
+    assert got.notes == [(numbers[0], got.notes[0][1])]
+    assert got.notes[0][1] >= 2 * kept_per_end(policy.max_key_lines) - 1
     if whole:
         check_whole(out, text, policy, source)
 
