@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from typing import TYPE_CHECKING
 
@@ -17,9 +16,11 @@ from spillvault.domain.key_line_groups import (
     group_key,
     plan_key_lines,
 )
-from spillvault.domain.notice import PreviewSource, render_key_lines
+from spillvault.domain.notice import render_key_lines
 from spillvault.domain.policy import SpillPolicy
 from spillvault.domain.preview import PreviewText, build_preview
+
+from support.previews import preview_source
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -119,21 +120,6 @@ def test_a_plan_fits_its_slots_and_accounts_for_every_line_it_hides(
             assert candidates[entry[0]] == entry[1]
 
 
-def _source(text: str, **changes: object) -> PreviewSource:
-    data = text.encode()
-    return PreviewSource(
-        source_id="artifact:s:tool_result_001.txt:0123456789ab",
-        summary="first line",
-        tool_name="bash",
-        content_sha256=hashlib.sha256(data).hexdigest(),
-        handle="s-1/1",
-        hint="spillvault read s-1/1",
-        total_lines=text.count("\n"),
-        total_bytes=len(data),
-        **changes,  # type: ignore[arg-type]
-    )
-
-
 def _lint_output() -> str:
     filler = [f"checking file {n}" for n in range(6000)]
     for n in range(2000, 2400):
@@ -145,7 +131,9 @@ def _lint_output() -> str:
 def test_a_preview_collapses_repeats_and_keeps_the_lone_error() -> None:
     text = _lint_output()
     preview = build_preview(
-        PreviewText(head=text, tail=text, whole=True), _source(text), SpillPolicy()
+        PreviewText(head=text, tail=text, whole=True),
+        preview_source(text),
+        SpillPolicy(),
     )
     assert "line 3001: src/core.py:12: error: Name 'x' is not defined" in preview
     note = re.search(
@@ -160,7 +148,7 @@ def test_counts_make_a_facts_line_under_the_first() -> None:
     counts = (("errors", 1), ("warnings", 400))
     preview = build_preview(
         PreviewText(head=text, tail=text, whole=True, counts=counts),
-        _source(text),
+        preview_source(text),
         SpillPolicy(),
     )
     second = preview.split("\n")[1]
@@ -182,7 +170,9 @@ def _mypy_sea() -> str:
 def test_a_lone_diagnostic_in_a_sea_of_one_kind_reaches_the_preview() -> None:
     text = _mypy_sea()
     preview = build_preview(
-        PreviewText(head=text, tail=text, whole=True), _source(text), SpillPolicy()
+        PreviewText(head=text, tail=text, whole=True),
+        preview_source(text),
+        SpillPolicy(),
     )
     assert 'line 1701: pkg/shlex.py:354: error: Name "missing_suffix"' in preview
     # The sea is one line and a note with the count over the whole output.
@@ -198,7 +188,7 @@ def test_errors_outrank_warnings_when_slots_run_short() -> None:
     text = "\n".join(lines) + "\n"
     policy = SpillPolicy(max_key_lines=3)
     preview = build_preview(
-        PreviewText(head=text, tail=text, whole=True), _source(text), policy
+        PreviewText(head=text, tail=text, whole=True), preview_source(text), policy
     )
     shown = re.findall(r"^line (\d+): ", preview, re.MULTILINE)
     assert set(shown) == {"1001", "2001", "3001"}
@@ -213,7 +203,7 @@ def test_a_location_line_stays_with_its_diagnostic() -> None:
     text = "\n".join(lines) + "\n"
     preview = build_preview(
         PreviewText(head=text, tail=text, whole=True),
-        _source(text),
+        preview_source(text),
         SpillPolicy(max_key_lines=4),
     )
     assert (

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import hashlib
-
 from hypothesis import given
 from hypothesis import strategies as st
 
 from spillvault.domain.listing import ListingCounter, listing_summary
-from spillvault.domain.notice import PreviewSource
 from spillvault.domain.policy import SpillPolicy
 from spillvault.domain.preview import PreviewText, build_preview
+
+from support.previews import preview_source
 
 
 def grep_output(root: str = "/repo/") -> str:
@@ -60,17 +59,7 @@ def test_a_log_with_colons_and_numbers_is_no_listing() -> None:
 
 def test_a_listing_preview_says_where_the_matches_are() -> None:
     text = grep_output() * 40
-    data = text.encode()
-    source = PreviewSource(
-        source_id="artifact:s:tool_result_001.txt:0123456789ab",
-        summary="grep",
-        tool_name="bash",
-        content_sha256=hashlib.sha256(data).hexdigest(),
-        handle="s-1/1",
-        hint="spillvault read s-1/1",
-        total_lines=text.count("\n"),
-        total_bytes=len(data),
-    )
+    source = preview_source(text)
     preview = build_preview(PreviewText(text, text, whole=True), source, SpillPolicy())
     assert preview.split("\n")[1] == (
         "[listing: 40,120 matches, 3 top-level paths under /repo/; "
