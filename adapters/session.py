@@ -46,6 +46,7 @@ from spillvault.adapters.storage.fs import (
     write_new_file,
 )
 from spillvault.adapters.storage.handles import SessionHandles
+from spillvault.adapters.storage.hyperscan_cache import install as install_cache
 from spillvault.adapters.storage.journal_table import JournalTable
 from spillvault.adapters.storage.layout import (
     MARKER_NAME,
@@ -103,6 +104,10 @@ _VAULT_STORE_IDS = UUID("5d0c1a9e-2b47-4f38-8e61-b3c7d2a4f915")
 SessionMode = Literal["create", "open", "read"]
 """create: create or open; open: an existing session; read: a read-only view."""
 _READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES})
+
+# Compiled key-line and secret databases outlive the process (a hook runs one
+# process per command); the composition root says where they are kept.
+install_cache()
 
 
 @dataclass

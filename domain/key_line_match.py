@@ -20,6 +20,8 @@ from contextlib import suppress
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final, Self
 
+from .hyperscan_build import build
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection
 
@@ -105,12 +107,8 @@ class _Database:
 @lru_cache(maxsize=64)
 def _compiled(patterns: tuple[str, ...]) -> _Database:
     """Compile non-empty `patterns` as one set; a policy rebuilt reuses it."""
-    database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    database.compile(
-        expressions=[pattern.encode() for pattern in patterns],
-        ids=list(range(len(patterns))),
-        elements=len(patterns),
-        flags=[_FLAGS] * len(patterns),
+    database = build(
+        [pattern.encode() for pattern in patterns], [_FLAGS] * len(patterns)
     )
     return _Database(database)
 
@@ -252,14 +250,10 @@ def _without_engine(  # pragma: no cover - Hyperscan is a dependency on Linux
 @lru_cache(maxsize=16)
 def compiled_rules(rules: tuple[tuple[str, bool], ...]) -> Any:
     """Compile (pattern, caseless) recognizer rules as one set, ids in order."""
-    database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    database.compile(
-        expressions=[pattern.encode() for pattern, _ in rules],
-        ids=list(range(len(rules))),
-        elements=len(rules),
-        flags=[_rule_flags(caseless) for _, caseless in rules],
+    return build(
+        [pattern.encode() for pattern, _ in rules],
+        [_rule_flags(caseless) for _, caseless in rules],
     )
-    return database
 
 
 def rule_problems(rules: tuple[tuple[str, bool], ...], names: list[str]) -> list[str]:

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Final
 from spillvault.specs.secret_rules import SecretRule, load_secret_rules
 
 from .errors import SpillPolicyError
+from .hyperscan_build import build
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -121,13 +122,9 @@ class SecretRules:
             if rule.closer is not None:
                 self._closer_ids[len(expressions)] = index
                 expressions.append(rule.closer.encode("ascii"))
-        database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         try:
-            database.compile(
-                expressions=expressions,
-                ids=list(range(len(expressions))),
-                elements=len(expressions),
-                flags=[hyperscan.HS_FLAG_SOM_LEFTMOST] * len(expressions),
+            database = build(
+                expressions, [hyperscan.HS_FLAG_SOM_LEFTMOST] * len(expressions)
             )
         except hyperscan.error as error:
             msg = f"secret rules do not compile for Hyperscan: {error}"

@@ -17,6 +17,7 @@ from contextlib import suppress
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final
 
+from .hyperscan_build import build
 from .key_line_match import SCAN_CHARS, compiled_rules
 from .policy import SCREEN_WORDS
 
@@ -38,7 +39,6 @@ RuleSpecs = tuple[tuple[str, bool], ...]
 def _compile(rules: RuleSpecs) -> Any:
     if hyperscan is None:  # pragma: no cover
         return None
-    database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
     flags = [hyperscan.HS_FLAG_CASELESS] * len(_WORDS)
     expressions = list(_WORDS)
     if rules:
@@ -46,15 +46,9 @@ def _compile(rules: RuleSpecs) -> Any:
         expressions += [pattern.encode() for pattern, _ in rules]
         flags += [_rule_flags(caseless) for _, caseless in rules]
     try:
-        database.compile(
-            expressions=expressions,
-            ids=list(range(len(expressions))),
-            elements=len(expressions),
-            flags=flags,
-        )
+        return build(expressions, flags)
     except hyperscan.error:  # pragma: no cover - an unsupported CPU
         return None
-    return database
 
 
 def _rule_flags(caseless: bool) -> int:  # noqa: FBT001 - a rule's own setting

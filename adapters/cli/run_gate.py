@@ -171,7 +171,10 @@ class _OutputGate:
     def _loaded_policy(self) -> SpillPolicy:
         if self._policy is None:
             from spillvault.adapters.cli.policy_file import load_policy_file  # noqa: PLC0415 - only a long output needs the policy
+            from spillvault.adapters.storage import hyperscan_cache  # noqa: PLC0415
             from spillvault.domain.policy import SpillPolicy  # noqa: PLC0415
+
+            hyperscan_cache.install()  # its databases, before any is built
 
             path = self._args.policy
             self._policy = load_policy_file(path) if path else SpillPolicy()
