@@ -382,8 +382,10 @@ class _Builder:
     def counts(self) -> tuple[tuple[str, int], ...]:
         """Return what the facts line counts: as given, or found in a whole text."""
         text = self.text
-        if text.counts or not text.whole or text.group_counts is not None:
+        told = bool(text.counts) or text.group_counts is not None
+        if not text.whole or (self.uncleaned and told):
             return text.counts
+        # Counted on the text as a terminal shows it, as key lines are judged.
         return self.whole_scan().facts.shown()
 
     def head_has_key_line(self, shape: _Shape) -> bool:

@@ -186,16 +186,27 @@ class SessionExternalizer:
     def _redacted_key_lines(
         self, key_lines: tuple[tuple[int, str], ...]
     ) -> tuple[tuple[int, str], ...]:
-        """Redact each key line; one cut at the scan length may end mid-line."""
+        """Redact each key line; one cut at the scan length may end mid-line.
+
+        Whole lines are redacted as one text (a mask never adds or removes a
+        newline), which costs one probe instead of one per line.
+        """
         redact = self.redactor.redact
+        whole = [line for _, line in key_lines if len(line) < KEY_LINE_SCAN_CHARS]
+        joined = "\n".join(whole)
+        if joined.count("\n") == max(len(whole) - 1, 0):
+            masked = redact(joined, start=Edge.LINE, end=Edge.LINE)
+            if masked is not joined:
+                whole = masked.split("\n")
+        else:  # a line holding a newline: one at a time
+            whole = [redact(line, start=Edge.LINE, end=Edge.LINE) for line in whole]
+        shown = iter(whole)
         return tuple(
             (
                 number,
-                redact(
-                    line,
-                    start=Edge.LINE,
-                    end=Edge.MID if len(line) >= KEY_LINE_SCAN_CHARS else Edge.LINE,
-                ),
+                next(shown)
+                if len(line) < KEY_LINE_SCAN_CHARS
+                else redact(line, start=Edge.LINE, end=Edge.MID),
             )
             for number, line in key_lines
         )
