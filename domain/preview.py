@@ -390,6 +390,9 @@ class _Builder:
 
     def head_has_key_line(self, shape: _Shape) -> bool:
         """Tell whether the head of `shape` shows a key line (if not: boilerplate)."""
+        if self.text.key_line_edge is not None or not self.text.whole:
+            # A store pass kept every candidate near the start: ask those.
+            return any(n <= shape.covered_head for n, _ in self.text.key_lines)
         return any(self.policy.is_key_line(line) for line in shape.head.splitlines())
 
     def _scanned_covers(self, shape: _Shape) -> bool:
@@ -496,29 +499,35 @@ def _choose(
 ) -> list[KeyLine | Collapsed]:
     """Plan the key-line block with the most lines whose size fits `share`."""
     policy = build.policy
-    slots = policy.max_key_lines
     handle = build.source.handle
     _, totals = build.groups()
     capped = len(pool) >= 2 * kept_per_end(policy.max_key_lines)
 
+    kinds = {text: policy.recognize(text) for _, text in pool}
+
     def rank(text: str) -> int:
         # Warnings and locations last; what no rule knows before them.
-        recognition = policy.recognize(text)
+        recognition = kinds[text]
         if recognition is None:
             return 1
         return 0 if recognition.kind in _MINOR_KINDS else 2
 
     def attached(text: str) -> bool:
-        recognition = policy.recognize(text)
+        recognition = kinds[text]
         return recognition is not None and recognition.kind == "location"
 
-    while slots > 0:
+    def plan(slots: int) -> list[KeyLine | Collapsed] | None:
         chosen = plan_key_lines(
             pool, slots, rank, capped=capped, totals=totals, attached=attached
         )
-        if build.size(render_key_lines(chosen, handle)) <= share:
+        fits = build.size(render_key_lines(chosen, handle)) <= share
+        return chosen if fits else None
+
+    # Most often every slot fits at once; otherwise fewer, one at a time.
+    for slots in range(policy.max_key_lines, 0, -1):
+        chosen = plan(slots)
+        if chosen is not None:
             return chosen
-        slots -= 1
     return []
 
 
