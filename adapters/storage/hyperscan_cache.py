@@ -4,7 +4,8 @@
 `~/.cache/spillvault`; a subdirectory `hyperscan` of it, 0700. Each file is
 the SHA-256 of its payload and the payload, created exclusively (0600) and
 renamed into place, and read without following a symlink; one that does not
-check out is ignored (and rebuilt). Every failure only costs a compile.
+check out is ignored (and rebuilt), and so is everything in a directory or a
+file that is not the user's alone to write. Every failure only costs a compile.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import contextlib
 import hashlib
 import os
 import secrets
+import stat
 from typing import TYPE_CHECKING, Final
 
 from spillvault.domain import hyperscan_build
@@ -44,12 +46,16 @@ class DirectoryDatabaseCache:
         self._directory = directory
 
     def load(self, key: str) -> bytes | None:
-        """Return the payload saved under `key` if its digest checks out."""
+        """Return the payload saved under `key` if it is ours and its digest checks."""
         try:
+            if not _private(os.lstat(self._directory)):
+                return None  # a directory others may write to: trust nothing in it
             fd = os.open(self._path(key), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
             return None
         try:
+            if not _private(os.fstat(fd)):
+                return None
             data = os.read(fd, _MAX_BYTES + _DIGEST + 1)
         except OSError:
             return None
@@ -84,6 +90,13 @@ class DirectoryDatabaseCache:
 
     def _path(self, key: str) -> str:
         return os.path.join(self._directory, f"{key}.hsdb")
+
+
+def _private(info: os.stat_result) -> bool:
+    """Tell whether a file or directory is this user's and only this user's to write."""
+    return info.st_uid == os.getuid() and not info.st_mode & (
+        stat.S_IWGRP | stat.S_IWOTH
+    )
 
 
 def install(environ: Mapping[str, str] | None = None) -> None:

@@ -36,6 +36,17 @@ def test_a_file_that_does_not_check_out_is_ignored(tmp_path: Path) -> None:
     assert cache.load("k") is None
 
 
+def test_nothing_is_trusted_that_others_may_write(tmp_path: Path) -> None:
+    cache = DirectoryDatabaseCache(str(tmp_path / "c"))
+    cache.save("k", b"payload")
+    (tmp_path / "c" / "k.hsdb").chmod(0o620)
+    assert cache.load("k") is None
+    (tmp_path / "c" / "k.hsdb").chmod(0o600)
+    assert cache.load("k") == b"payload"
+    (tmp_path / "c").chmod(0o777)
+    assert cache.load("k") is None
+
+
 def test_a_symlink_is_not_followed(tmp_path: Path) -> None:
     cache = DirectoryDatabaseCache(str(tmp_path))
     cache.save("real", b"payload")
