@@ -2,8 +2,9 @@
 
 Candidates that say the same thing in different places (`E501 Line too long`
 on five hundred lines, one `Incompatible return value type` per function) form
-a group: the same first plain words once locations, numbers and paths are set
-aside. When the slots run short the largest group shows only its first lines
+a group: the same first plain words once locations, numbers, paths and quoted
+names are set aside. A group of more than a few lines in the whole output (and,
+when the slots run short, the largest of the rest) shows only its first line
 and one note, `[... N more like line L: grep_artifact(...)]`, whose literal
 pattern every member of the group holds, so the agent can list them all.
 What still does not fit is dropped from the middle out, the lowest rank first:
@@ -23,9 +24,9 @@ KeyLine = tuple[int, str]
 """(1-based line number, the line's text), as `key_lines.KeyLine`."""
 
 KEEP_PER_GROUP: Final = 1
+"""Lines a collapsed group still shows before its note."""
 FEW: Final = 3
 """A group of more lines than this is a repeat: it always collapses."""
-"""Lines a collapsed group still shows before its note."""
 KEY_WORDS: Final = 4
 """Plain words that name a group."""
 PATTERN_CHARS: Final = 60
