@@ -37,7 +37,13 @@ from typing import TYPE_CHECKING, Final
 from .enums import SizeUnit
 from .graphemes import back_off_cluster, forward_off_cluster
 from .key_line_groups import Collapsed, kept_per_end, plan_key_lines
-from .key_lines import KeyLine, KeyLineScan, scan_region, scan_text
+from .key_lines import (
+    KEY_LINE_SCAN_CHARS,
+    KeyLine,
+    KeyLineScan,
+    scan_region,
+    scan_text,
+)
 from .listing import listing_summary
 from .notice import (
     PreviewSource,
@@ -390,10 +396,21 @@ class _Builder:
 
     def head_has_key_line(self, shape: _Shape) -> bool:
         """Tell whether the head of `shape` shows a key line (if not: boilerplate)."""
+        whole_lines = shape.head.split("\n")
+        shown_start = whole_lines.pop()  # a line the head shows only the start of
+        if shape.covered_head > len(whole_lines):
+            whole_lines.append(shown_start)  # the whole text, its last line whole
+            shown_start = ""
         if self.text.key_line_edge is not None or not self.text.whole:
             # A store pass kept every candidate near the start: ask those.
-            return any(n <= shape.covered_head for n, _ in self.text.key_lines)
-        return any(self.policy.is_key_line(line) for line in shape.head.splitlines())
+            told = any(n <= len(whole_lines) for n, _ in self.text.key_lines)
+        else:
+            told = any(map(self._is_key_line, whole_lines))
+        return told or (bool(shown_start) and self._is_key_line(shown_start))
+
+    def _is_key_line(self, line: str) -> bool:
+        """Judge a line as the store pass does: on its start (see `KeyLineScanner`)."""
+        return bool(self.policy.judge_key_line(line[: KEY_LINE_SCAN_CHARS + 1]))
 
     def _scanned_covers(self, shape: _Shape) -> bool:
         """Tell whether the given key lines hold every candidate `shape` may show."""

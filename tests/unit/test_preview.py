@@ -381,6 +381,33 @@ def test_a_whole_preview_from_the_store_pass_equals_one_that_scans_again(
     )
 
 
+def test_a_key_line_the_head_shows_the_start_of_counts_for_the_head() -> None:
+    # One long line: the head shows its start, "ERROR:", the tail its end.
+    # A store pass and a rescan must both see that the head shows a key line.
+    text = "ERROR:" + "\u6f22\u5b57\u30c6\u30ad\u30b9\u30c8" * 98
+    policy = replace(
+        SMALL[SizeUnit.BYTES],
+        tool_limits={"t": ToolLimit(2085, SizeUnit.BYTES)},
+        max_key_lines=1,
+    )
+    stored = text.encode()
+    scanner = KeyLineScanner(policy, back_window=7, edge=16)
+    scanner.feed(stored)
+    told = PreviewText(
+        text,
+        text,
+        whole=True,
+        key_lines=scanner.result(),
+        line_count=1,
+        size_bytes=len(stored),
+        key_line_edge=16,
+    )
+    source = source_for(text)
+    rescanned = build_preview(PreviewText(text, text, whole=True), source, policy)
+    assert build_preview(told, source, policy) == rescanned
+    assert "[key lines from the omitted part" not in rescanned
+
+
 def _preview_or_refusal(
     text: PreviewText, source: PreviewSource, policy: SpillPolicy
 ) -> str:
