@@ -233,10 +233,15 @@ def render_facts(source: PreviewSource) -> str:
     parts = []
     if source.command is not None:
         parts.append(f"exit {source.command.exit_status}")
-    parts.append(f"{source.total_lines:,} lines")
-    parts.append(f"{source.total_bytes:,} bytes")
+    parts.append(_counted(source.total_lines, "line", "lines"))
+    parts.append(_counted(source.total_bytes, "byte", "bytes"))
     parts.append(", ".join(f"{n:,} {_escape(name)}" for name, n in source.counts))
     return "[" + " \u00b7 ".join(parts) + "]\n"
+
+
+def _counted(count: int, one: str, many: str) -> str:
+    """Return `1 line`, `2 lines`: a count and its noun."""
+    return f"{count:,} {one if count == 1 else many}"
 
 
 def _show_line(text: str) -> str:

@@ -58,17 +58,17 @@ class OutputFacts:
         for kind, (label, synonyms) in _SHOWN_KINDS.items():
             count = self.kinds.get(kind, 0)
             if count and not said & synonyms:
-                shown.append((label, count))
+                shown.append((label if count > 1 else kind, count))
         return tuple(shown)
 
 
-# The kinds a facts line counts, as it names them, and the totals that say
-# the same thing already.
+# The kinds a facts line counts, as it names more than one, and the totals
+# that say the same thing already.
 _SHOWN_KINDS: Final = {
-    "failure": ("failures", frozenset({"failed", "failures"})),
+    "failure": ("failures", frozenset({"failed", "failures", "failure"})),
     "error": ("errors", frozenset({"errors", "error"})),
     "warning": ("warnings", frozenset({"warnings", "warning"})),
-    "panic": ("panics", frozenset({"panics"})),
+    "panic": ("panics", frozenset({"panics", "panic"})),
 }
 
 

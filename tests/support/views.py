@@ -20,7 +20,7 @@ NOTE = re.compile(
     r"\[\.\.\. (?:at least )?\d+ more like line \d+: grep_artifact\(.*\)\]"
 )
 # The header's optional lines between the first and the summary (S1.6).
-FACTS_LINE = re.compile(r"\[(?:exit -?\d+ \u00b7 )?[\d,]+ lines \u00b7 [^\n]*\]")
+FACTS_LINE = re.compile(r"\[(?:exit -?\d+ \u00b7 )?[\d,]+ lines? \u00b7 [^\n]*\]")
 LISTING_LINE = re.compile(r"\[listing: [^\n]*\]")
 
 

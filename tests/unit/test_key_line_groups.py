@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from hypothesis import given
@@ -16,7 +17,7 @@ from spillvault.domain.key_line_groups import (
     group_key,
     plan_key_lines,
 )
-from spillvault.domain.notice import render_key_lines
+from spillvault.domain.notice import render_facts, render_key_lines
 from spillvault.domain.policy import SpillPolicy
 from spillvault.domain.preview import PreviewText, build_preview
 
@@ -155,6 +156,18 @@ def test_counts_make_a_facts_line_under_the_first() -> None:
     size = f"{len(text.encode()):,}"
     assert second == f"[6,000 lines \u00b7 {size} bytes \u00b7 1 errors, 400 warnings]"
     assert len(preview) <= 30_000
+
+
+def test_a_facts_line_counts_one_of_a_kind_in_the_singular() -> None:
+    text = "ok\n" * 3000 + "x.py:1: error: one\n" + "ok\n" * 3000 + "y"
+    preview = build_preview(
+        PreviewText(head=text, tail=text, whole=True),
+        preview_source(text),
+        SpillPolicy(),
+    )
+    assert preview.split("\n")[1] == "[6,001 lines \u00b7 18,020 bytes \u00b7 1 error]"
+    one = replace(preview_source("y"), total_lines=1, counts=(("failed", 2),))
+    assert render_facts(one) == "[1 line \u00b7 1 byte \u00b7 2 failed]\n"
 
 
 def _mypy_sea() -> str:
