@@ -19,9 +19,12 @@ from spillvault.domain.command import CommandFacts
 from support.tiers import HANG_GUARD_SECONDS
 
 SCRIPT = str(Path(sys.executable).parent / "spillvault")
-# A tree: the shell, a background job (which ignores SIGINT, as POSIX has it for
-# a non-interactive shell) and a foreground job, each writing its pid.
+# A tree: the shell and two background jobs, each writing its pid. The jobs
+# ignore SIGINT, as POSIX has it for a non-interactive shell.
 TREE = "echo $$ > pids; sleep 60 & echo $! >> pids; sleep 60 & echo $! >> pids; wait"
+# The same tree with SIGINT back at its default in the jobs: every process ends
+# on the signal itself, so how the shell ends does not race the grace kill.
+ENDED_BY_ANY_SIGNAL = TREE.replace("sleep", "env --default-signal=INT sleep")
 
 
 def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -155,10 +158,43 @@ def test_tee_copies_output_to_stderr_as_it_arrives(tmp_path: Path) -> None:
 def test_a_signal_to_spillvault_ends_the_whole_tree(
     tmp_path: Path, signum: int
 ) -> None:
+    wrapper, pids = started_tree(tmp_path, ENDED_BY_ANY_SIGNAL)
+    os.kill(wrapper.pid, signum)
+    out, err = wrapper.communicate(timeout=HANG_GUARD_SECONDS)
+    assert wrapper.returncode == 128 + signum
+    assert "Traceback" not in err
+    view = json.loads(out)
+    assert view["signal"] == signal.Signals(signum).name
+    wait_for(lambda: not any(map(alive, pids)), "every process of the tree to end")
+    assert [a["state"] for a in artifacts(tmp_path)] == ["partial"]
+
+
+def test_a_tree_that_ignores_the_signal_is_killed_after_the_grace_period(
+    tmp_path: Path,
+) -> None:
+    # The shell becomes a job too: what spillvault started ends by SIGKILL alone.
+    ignoring = "trap '' INT; " + TREE.replace("; wait", "; exec sleep 60")
+    wrapper, pids = started_tree(tmp_path, ignoring)
+    os.kill(wrapper.pid, signal.SIGINT)
+    out, err = wrapper.communicate(timeout=HANG_GUARD_SECONDS)
+    assert wrapper.returncode == 128 + signal.SIGKILL
+    assert "Traceback" not in err
+    view = json.loads(out)
+    # spillvault passed SIGINT on; SIGKILL is what ended the command.
+    assert (view["signal"], view["artifact"]["command"]["signal"]) == (
+        "SIGINT",
+        "SIGKILL",
+    )
+    wait_for(lambda: not any(map(alive, pids)), "every process of the tree to end")
+    assert [a["state"] for a in artifacts(tmp_path)] == ["partial"]
+
+
+def started_tree(tmp_path: Path, tree: str) -> tuple[subprocess.Popen[str], list[int]]:
+    """Start `spillvault run` of a tree; return it once every process runs."""
     pid_file = tmp_path / "pids"
     wrapper = subprocess.Popen(
         [SCRIPT, "run", "--session", str(tmp_path / "s"), "--json", "--",
-         "bash", "-c", "echo begun; " + TREE],
+         "bash", "-c", "echo begun; " + tree],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -170,14 +206,7 @@ def test_a_signal_to_spillvault_ends_the_whole_tree(
     )
     pids = [int(p) for p in pid_file.read_text().split()]
     assert all(map(alive, pids))
-    os.kill(wrapper.pid, signum)
-    out, err = wrapper.communicate(timeout=HANG_GUARD_SECONDS)
-    assert wrapper.returncode == 128 + signum
-    assert "Traceback" not in err
-    view = json.loads(out)
-    assert view["signal"] == signal.Signals(signum).name
-    wait_for(lambda: not any(map(alive, pids)), "every process of the tree to end")
-    assert [a["state"] for a in artifacts(tmp_path)] == ["partial"]
+    return wrapper, pids
 
 
 # ---------------------------------------------------------------- what happened
