@@ -10,6 +10,13 @@ NPM_STAMP := $(NPM_DIR)/node_modules/.installed
 # its corpus records), from their committed lock (issue 20).
 SURVIVAL_DIR := bench/survival
 SURVIVAL_STAMP := $(SURVIVAL_DIR)/node_modules/.installed
+# pytest-xdist workers for the test tiers: one per core of the 2-core CI
+# machine; a file's tests stay on one worker (its module fixtures run once).
+JOBS ?= 2
+WORKERS := -n $(JOBS) --dist loadfile
+# Tests and the CLI they start import the project from source: its bytecode
+# (and pytest's rewritten tests) must be cached, or each run compiles it all.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo check test test-dates fuzz lint typecheck specs system-deps bench bench-survival clean
 
@@ -38,10 +45,10 @@ system-deps:
 # The edit-test loop: lint plus the unit tier (pure code, no server, no
 # subprocess), in well under 90 s on two cores. `make test` is the full gate.
 check: $(STAMP) lint
-	$(BIN)/pytest -q -p no:cacheprovider tests/unit
+	$(BIN)/pytest -q -p no:cacheprovider $(WORKERS) tests/unit
 
 test: $(STAMP) system-deps $(NPM_STAMP) lint
-	$(BIN)/pytest --cov --cov-report=
+	$(BIN)/pytest $(WORKERS) --cov --cov-report=
 	$(BIN)/coverage report --fail-under=100 --no-skip-covered --include=adapters/storage/journal_file.py,domain/journal_records.py,adapters/services/lease_projection.py,adapters/services/recovery.py,adapters/services/gc.py,domain/cleanup.py
 	@echo "overall branch coverage: $$($(BIN)/coverage report --format=total)%"
 	$(MAKE) --no-print-directory test-dates

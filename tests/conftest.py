@@ -52,7 +52,12 @@ def _uses_fixed_dates(module: ModuleType, seen: set[str]) -> bool:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the crash tier `crash`, and `dated` every test using a fixed date."""
+    """Mark the crash tier `crash`, and `dated` every test using a fixed date.
+
+    A module whose clocks all start at the real time says so in
+    `CLOCKS_START_AT_REAL_TIME`, a single test with `@pytest.mark.real_time`:
+    the date-shifted re-runs have no date of theirs to move.
+    """
     verdicts: dict[str, bool] = {}
     for item in items:
         if item.path.parent.name == "crash":
@@ -67,5 +72,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             verdicts[module.__name__] = not real_time and _uses_fixed_dates(
                 module, set()
             )
-        if verdicts[module.__name__]:
+        if verdicts[module.__name__] and not item.get_closest_marker("real_time"):
             item.add_marker(pytest.mark.dated)

@@ -113,6 +113,7 @@ def fuzz(plant: Plant) -> tuple[BaseException | None, float]:
 
 
 @pytest.mark.slow
+@pytest.mark.real_time  # the fuzzer's worlds start at the real time
 @pytest.mark.parametrize("plant", PLANTS, ids=[p.safeguard for p in PLANTS])
 def test_the_crash_fuzzer_catches_the_planted_bug(plant: Plant) -> None:
     failure, seconds = fuzz(plant)

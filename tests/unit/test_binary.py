@@ -131,7 +131,7 @@ def test_property_text_without_nul_or_controls_is_never_binary(text: str) -> Non
         (zipped("a.txt"), "ZIP archive"),
         (zipped("META-INF/MANIFEST.MF"), "JAR archive"),
         (b"PK\x05\x06" + b"\x00" * 18, "ZIP archive"),  # an empty archive
-        (gzip.compress(b"payload"), "gzip data"),
+        (gzip.compress(b"payload", mtime=0), "gzip data"),
         (b"\x7fELF\x02\x01\x01\x00" + b"\x00" * 8, "ELF binary"),
         (b"SQLite format 3\x00\x10\x00", "SQLite database"),
         (tarred(), "tar archive"),

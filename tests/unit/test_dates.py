@@ -107,3 +107,14 @@ def test_crash_fs_stamps_mtimes_from_the_world_clock(tmp_path: Path) -> None:
 def test_a_fake_clock_default_is_a_fixed_date() -> None:
     assert FakeClock().now() == dates.fixed(2026)
     assert ArtifactCleanupPolicy().orphan_ttl_seconds > 0
+
+
+def test_a_crash_world_without_a_start_runs_at_the_real_time(tmp_path: Path) -> None:
+    # What lets the fuzzers say CLOCKS_START_AT_REAL_TIME and leave the
+    # date-shifted re-runs: their worlds are built without a start.
+    before = datetime.now(UTC)
+    world = CrashWorld(tmp_path, seed=1)
+    try:
+        assert before <= world.clock.now() <= datetime.now(UTC)
+    finally:
+        world.close()
