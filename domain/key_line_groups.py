@@ -14,19 +14,20 @@ the earliest and the latest candidates are the ones an agent acts on.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Collection, Mapping, Sequence
 
 KeyLine = tuple[int, str]
 """(1-based line number, the line's text), as `key_lines.KeyLine`."""
 
 KEEP_PER_GROUP: Final = 1
-"""Lines a collapsed group still shows before its note."""
+"""Lines a collapsed group shows before its note, at the least."""
 FEW: Final = 3
-"""A group of more lines than this is a repeat: it always collapses."""
+"""A group of more lines than this is a repeat: it always collapses, to its
+first `KEEP_PER_GROUP` lines, or up to this many when the block has room."""
 KEY_WORDS: Final = 4
 """Plain words that name a group."""
 PATTERN_CHARS: Final = 60
@@ -104,8 +105,8 @@ def max_groups(max_key_lines: int) -> int:
     return 0 if max_key_lines == 0 else max(256, 4 * max_key_lines)
 
 
-MEMBERS_KEPT: Final = KEEP_PER_GROUP + 1
-"""Lines of each group a tally keeps: enough for a collapsed group to show."""
+MEMBERS_KEPT: Final = FEW
+"""Lines of each group a tally keeps: the most a collapsed group shows."""
 
 
 class GroupTally:
@@ -177,7 +178,9 @@ class _Unit:
     lines: list[KeyLine]
     note: Collapsed | None
     rank: int
+    key: str = ""  # a collapsed group's key
     after: list[KeyLine] = field(default_factory=list)
+    spare: list[KeyLine] = field(default_factory=list)  # a collapsed group's next
 
     @property
     def height(self) -> int:
@@ -196,12 +199,15 @@ def plan_key_lines(  # noqa: PLR0913 - the plan's inputs, keyword-only past slot
     capped: bool = False,
     totals: Mapping[str, int] | None = None,
     attached: Callable[[str], bool] | None = None,
+    shown: Collection[str] = (),
 ) -> list[KeyLine | Collapsed]:
     """Choose at most `slots` block lines (key lines and notes), in line order.
 
     `totals`: each group's key lines in the whole output (a `GroupTally`), so
     a note says how many more there are; without them a note counts the
     candidates, a lower bound when `capped` (the first and last of more).
+    `shown`: the groups the preview's head or tail already shows a line of;
+    their collapsed notes get no more lines than the first.
     """
     if slots <= 0:
         return []
@@ -221,6 +227,10 @@ def plan_key_lines(  # noqa: PLR0913 - the plan's inputs, keyword-only past slot
     for unit in units:
         unit.after = [after[n] for n, _ in unit.lines if n in after]
     height = sum(unit.height for unit in units)
+    if height < slots:
+        growing = [unit for unit in units if unit.key not in shown]
+        _show_more_of_each_group(growing, slots - height, after)
+        height = sum(unit.height for unit in units)
     # Drop from the middle out, the lowest rank first, until the block fits;
     # of two as far from the ends, the later goes first (the earlier half wins).
     order = sorted(
@@ -297,9 +307,38 @@ def _collapse(
             patterns[key],
             at_least=at_least,
         )
-        units.append(_Unit(kept, note, score))
+        spare = members[KEEP_PER_GROUP:FEW]
+        units.append(_Unit(kept, note, score, key=key, spare=spare))
     units.sort(key=lambda unit: unit.first)
     return units
+
+
+def _show_more_of_each_group(
+    units: list[_Unit], room: int, after: Mapping[int, KeyLine]
+) -> None:
+    """Spend `room` spare block lines on the next lines of collapsed groups.
+
+    One more line for each group in turn, the highest rank and then the
+    earliest first, each with the location attached to it.
+    """
+    growing = sorted(
+        (unit for unit in units if unit.spare), key=lambda u: (-u.rank, u.first)
+    )
+    while growing:
+        for unit in list(growing):
+            line = unit.spare[0]
+            cost = 1 + (line[0] in after)
+            if cost > room:
+                return
+            room -= cost
+            del unit.spare[0]
+            unit.lines.append(line)
+            if line[0] in after:
+                unit.after.append(after[line[0]])
+            assert unit.note is not None  # noqa: S101 - only collapsed groups grow
+            unit.note = replace(unit.note, like_line=line[0], more=unit.note.more - 1)
+            if not unit.spare:
+                growing.remove(unit)
 
 
 __all__ = [

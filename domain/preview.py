@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Final
 
 from .enums import SizeUnit
 from .graphemes import back_off_cluster, forward_off_cluster
-from .key_line_groups import Collapsed, kept_per_end, plan_key_lines
+from .key_line_groups import Collapsed, group_key, kept_per_end, plan_key_lines
 from .key_lines import (
     KEY_LINE_SCAN_CHARS,
     KeyLine,
@@ -480,7 +480,7 @@ def build_preview(text: PreviewText, source: PreviewSource, policy: SpillPolicy)
     shape = build.shape(room)
     pool = build.candidates(shape)
     share = room // 3 if build.head_has_key_line(shape) else room // 2
-    chosen = _choose(build, pool, share)
+    chosen = _choose(build, pool, share, shape)
     if chosen:
         room -= build.size(render_key_lines(chosen, source.handle))
         shape = build.shape(room)
@@ -512,13 +512,15 @@ def _line_of(entry: KeyLine | Collapsed) -> int:
 
 
 def _choose(
-    build: _Builder, pool: tuple[KeyLine, ...], share: int
+    build: _Builder, pool: tuple[KeyLine, ...], share: int, shape: _Shape
 ) -> list[KeyLine | Collapsed]:
     """Plan the key-line block with the most lines whose size fits `share`."""
     policy = build.policy
     handle = build.source.handle
     _, totals = build.groups()
     capped = len(pool) >= 2 * kept_per_end(policy.max_key_lines)
+    # A group the ends already show lines of needs no more in the block.
+    shown = {group_key(line) for line in (shape.head + shape.tail).splitlines()}
 
     kinds = {text: policy.recognize(text) for _, text in pool}
 
@@ -535,7 +537,13 @@ def _choose(
 
     def plan(slots: int) -> list[KeyLine | Collapsed] | None:
         chosen = plan_key_lines(
-            pool, slots, rank, capped=capped, totals=totals, attached=attached
+            pool,
+            slots,
+            rank,
+            capped=capped,
+            totals=totals,
+            attached=attached,
+            shown=shown,
         )
         fits = build.size(render_key_lines(chosen, handle)) <= share
         return chosen if fits else None

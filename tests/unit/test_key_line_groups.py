@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spillvault.domain.key_line_groups import (
+    FEW,
     KEEP_PER_GROUP,
     Collapsed,
     GroupTally,
@@ -72,8 +73,15 @@ def test_a_repeated_diagnostic_collapses_and_leaves_room_for_the_rest() -> None:
     assert (50, "ValueError: the one that matters") in lines
     assert (900, "3 failed, 7 passed") in lines
     assert len(notes) == 1
-    assert notes[0].more == 40 - KEEP_PER_GROUP
-    assert notes[0].like_line == 100 + KEEP_PER_GROUP - 1
+    # Two slots are left over: the group shows its first few, not just one.
+    assert [n for n, _ in lines if 100 <= n < 900] == list(range(100, 100 + FEW))
+    assert notes[0].more == 40 - FEW
+    assert notes[0].like_line == 100 + FEW - 1
+    # With no slot to spare it shows its first line only.
+    tight = plan_key_lines(pool, 4)
+    assert [e for e in tight if isinstance(e, Collapsed)] == [
+        Collapsed(100 + KEEP_PER_GROUP - 1, 40 - KEEP_PER_GROUP, "E501 Line too long")
+    ]
 
 
 def test_a_note_renders_a_grep_call_a_model_can_copy() -> None:
@@ -188,7 +196,8 @@ def test_a_lone_diagnostic_in_a_sea_of_one_kind_reaches_the_preview() -> None:
         SpillPolicy(),
     )
     assert 'line 1701: pkg/shlex.py:354: error: Name "missing_suffix"' in preview
-    # The sea is one line and a note with the count over the whole output.
+    # The head shows the sea: the block gives it one line and a note with the
+    # count over the whole output.
     assert re.search(r"\[\.\.\. 2998 more like line \d+: grep_artifact", preview)
 
 
@@ -237,5 +246,5 @@ def test_a_tally_tracks_a_bounded_number_of_groups() -> None:
     assert tally.counts() == {"a b one": 3, "c d two": 1}
     assert tally.untracked == 1
     kept = [line[:2] for line in tally.members()]
-    assert kept == [(0, "a b one"), (1, "a b one"), (2, "c d two")]
-    assert asked == [0, 1, 2]  # numbers are asked for only of kept lines
+    assert kept == [(0, "a b one"), (1, "a b one"), (4, "a b one"), (2, "c d two")]
+    assert asked == [0, 1, 2, 4]  # numbers are asked for only of kept lines
