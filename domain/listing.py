@@ -1,11 +1,13 @@
 """A short structural summary of a listing output, so the next grep is well aimed.
 
 `grep -rn` prints `path:line:text`, `find`, `tar -t` and `git ls-files` print
-paths, `git log` prints `commit <sha>` blocks. For such an output the preview
-says how many matches, files or commits there are and where they sit: the
-top directories (or files) by count. A listing is recognized from a sample of
-its first lines (most of them must have the shape); the counts then come from
-one regex pass over the whole text.
+paths, `tar -tv` prints a path after mode, owner, size and time, `ls -lR` long
+entries under `dir:` headers, `git log` prints `commit <sha>` blocks. For such
+an output the preview says how many matches, paths, entries or commits there
+are and where they sit: the top directories (or files) by count. A listing is
+recognized from a sample of its first lines (most of them must have the shape);
+the counts then come from one regex pass over the whole text (an `ls -lR` entry
+counts under the header above it).
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ class _Shape:
     noun: str  # what an entry is
     group: tuple[str, str]  # what a group is: one, many
     paths: bool = True  # entries are paths, grouped by their first part
+    # A regex for a section's header line, group 1 its directory: the entries
+    # below it (the entry regex then has no group) count under that directory.
+    header: str | None = None
 
 
 _GREP: Final = _Shape(
@@ -57,7 +62,26 @@ _PATHS: Final = _Shape(
     "paths",
     ("top-level path", "top-level paths"),
 )
-_SHAPES: Final = (_GREP, _GIT_LOG, _PATHS)
+_MODE: Final = r"[-a-zA-Z?][-rwxsStT]{9}\S*"  # type, permissions, an ACL mark
+_TAR_HEAD: Final = (
+    _MODE + r" \S+/\S+ +\d+(?:,\d+)? \d{4}-\d\d-\d\d \d\d:\d\d(?::\d\d)? "
+)
+_TAR_VERBOSE: Final = _Shape(
+    re.compile(_TAR_HEAD),
+    # A link's target is no path of the archive. A name holding ` -> ` or
+    # ` link to ` is cut there too: rare, and the path is still counted.
+    rf"^{_TAR_HEAD}(?:\./)?([^\n]*?)(?: -> | link to |$)",
+    "paths",
+    ("top-level path", "top-level paths"),
+)
+_LS_RECURSIVE: Final = _Shape(
+    re.compile(_MODE + r" +\d+ |total \d|[^\n]*:\Z"),
+    rf"^{_MODE} +\d+ ",
+    "entries",
+    ("top-level path", "top-level paths"),
+    header=rf"^(?!{_MODE})(?:\./)?([^\n]*?)/?:$",
+)
+_SHAPES: Final = (_GREP, _GIT_LOG, _PATHS, _TAR_VERBOSE, _LS_RECURSIVE)
 _COMMIT: Final = re.compile(r"^commit [0-9a-f]{7,64}\b", re.MULTILINE)
 
 
@@ -83,6 +107,8 @@ class ListingCounter:
         self._decided = False
         self._shape: _Shape | None = None
         self._entry: re.Pattern[str] | None = None
+        self._header: re.Pattern[str] | None = None
+        self._section = ""  # the directory of the last header counted
         self._carry = ""
         self._seen = 0
         self._counted = 0
@@ -130,6 +156,8 @@ class ListingCounter:
         self._shape = _shape_of(_sample(text))
         if self._shape is not None:
             self._entry = re.compile(self._shape.entry, re.MULTILINE)
+            if self._shape.header is not None:
+                self._header = re.compile(self._shape.header, re.MULTILINE)
         return text
 
     def _count(self, text: str) -> None:
@@ -144,9 +172,28 @@ class ListingCounter:
         assert self._entry is not None  # noqa: S101 - set with the shape
         text = text[: MAX_COUNTED - self._counted]
         self._counted += len(text)
-        self._counts.update(self._entry.findall(text))
+        if self._header is not None:
+            self._count_sections(text, self._entry, self._header)
+        else:
+            self._counts.update(self._entry.findall(text))
         if self._shape is _GIT_LOG:
             self._commits += len(_COMMIT.findall(text))
+
+    def _count_sections(
+        self, text: str, entry: re.Pattern[str], headers: re.Pattern[str]
+    ) -> None:
+        """Count each entry under the header above it, maybe in an earlier piece."""
+        start = 0
+        for header in headers.finditer(text):
+            self._count_section(len(entry.findall(text, start, header.start())))
+            self._section = header[1] + "/"
+            start = header.end()
+        self._count_section(len(entry.findall(text, start)))
+
+    def _count_section(self, entries: int) -> None:
+        # An empty directory would otherwise show as a group of 0 entries.
+        if entries:
+            self._counts[self._section] += entries
 
 
 def _render(shape: _Shape, counts: Counter[str], commits: int, seen: int) -> str | None:
@@ -187,7 +234,11 @@ def _shape_of(sample: list[str]) -> _Shape | None:
     for shape in _SHAPES:
         if shape is _GIT_LOG and not sample[0].startswith("commit "):
             continue
-        if shape.paths and not distinct:
+        if shape.header is not None:
+            # Its entries carry no path: directories alike repeat them.
+            if not re.match(shape.header, sample[0]):
+                continue
+        elif shape.paths and not distinct:
             continue
         fitting = sum(1 for line in sample if shape.line.match(line))
         if fitting >= SHAPE_SHARE * len(sample):
@@ -208,7 +259,7 @@ def _by_first_part(counts: Counter[str], skip: int) -> Counter[str]:
     """Add up the counts of paths by their first part after `skip` characters."""
     grouped: Counter[str] = Counter()
     for path, count in counts.items():
-        rest = path[skip:]
+        rest = path[skip:] or "./"  # the common directory itself
         slash = rest.find("/")
         grouped[rest if slash < 0 else rest[: slash + 1]] += count
     return grouped
