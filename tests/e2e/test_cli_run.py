@@ -205,8 +205,22 @@ def started_tree(tmp_path: Path, tree: str) -> tuple[subprocess.Popen[str], list
         "the tree to write its pids",
     )
     pids = [int(p) for p in pid_file.read_text().split()]
+    # A job's pid is written when it is forked: until it runs `sleep`, a
+    # signal may find it a shell ignoring SIGINT (or `env` not yet done).
+    wait_for(
+        lambda: all(_command(pid) == "sleep" for pid in pids[1:]),
+        "the jobs to run sleep",
+    )
     assert all(map(alive, pids))
     return wrapper, pids
+
+
+def _command(pid: int) -> str:
+    """Return the name a process runs under ("" once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
 
 
 # ---------------------------------------------------------------- what happened
