@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import shlex
 import sys
+from dataclasses import replace
 from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -15,7 +16,6 @@ from spillvault.adapters.cli.paging import (
     byte_page,
     grep_rows,
     line_page,
-    redacted_matches,
     stored_content,
     within_lines,
 )
@@ -33,6 +33,7 @@ from spillvault.adapters.cli.tables import (
     render_table,
 )
 from spillvault.adapters.harness.capping import cap_line
+from spillvault.adapters.harness.model_tools import masked_matches
 from spillvault.domain.constants import CHUNK_SIZE
 from spillvault.domain.notice import clip_shown
 from spillvault.domain.redaction import Edge
@@ -197,7 +198,16 @@ def grep_command(args: argparse.Namespace) -> int:
         total = None if content is None else content.line_count
         result = within_lines(result, total)
         if not args.raw:
-            result = redacted_matches(ext, args.handle, result, total)
+            shown = masked_matches(
+                ext,
+                args.handle,
+                result.matches,
+                total,
+                pattern=args.pattern,
+                regex=args.regex,
+                clean=False,
+            )
+            result = replace(result, matches=tuple(shown))
     rows = grep_rows(result.matches, separators=args.context is not None)
     text = "\n".join(rows) if rows else "no match"
     # `resume_from` (0-based) stays for compatibility; `next_start_line` is the

@@ -211,27 +211,6 @@ def within_lines(result: GrepResult, total: int | None) -> GrepResult:
     return GrepResult(matches, truncated=resume is not None, resume_from=resume)
 
 
-def redacted_matches(
-    ext: ToolResultExternalizer, handle: str, result: GrepResult, total: int | None
-) -> GrepResult:
-    """Return `result` with secrets masked in each match and its context (S3.6)."""
-    matches = []
-    for match in result.matches:
-        first = match.line_number - len(match.before)
-        window = [*match.before, match.line, *match.after]
-        shown = redact_page(ext, handle, first, window, total)
-        cut = len(match.before)
-        matches.append(
-            replace(
-                match,
-                before=tuple(shown[:cut]),
-                line=shown[cut],
-                after=tuple(shown[cut + 1 :]),
-            )
-        )
-    return replace(result, matches=tuple(matches))
-
-
 def grep_rows(
     matches: Sequence[GrepMatch], *, separators: bool, max_line: int = MAX_LINE
 ) -> list[str]:

@@ -15,10 +15,14 @@ their output is not spilled again.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from spillvault.adapters.harness.capping import cap_lines
-from spillvault.adapters.services.reader import RegexTimeoutError
+from spillvault.adapters.services.reader import (
+    RegexTimeoutError,
+    regex_matching_lines,
+)
 from spillvault.domain.errors import (
     ArtifactAccessError,
     ArtifactIntegrityError,
@@ -34,9 +38,10 @@ from spillvault.domain.redaction import Edge, looks_like_block_body
 from spillvault.domain.terminal import clean_terminal
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from spillvault.adapters.services.externalizer import SessionExternalizer
+    from spillvault.domain.reading import GrepMatch
 
 Format = Literal["anthropic", "openai"]
 DEFAULT_READ_LIMIT = SUGGESTED_READ_LIMIT
@@ -252,12 +257,14 @@ def _grep(ext: SessionExternalizer, args: dict[str, Any]) -> str:
         offset=start - 1,
     )
     total = _recorded_lines(ext, handle)
+    shown = masked_matches(
+        ext, handle, result.matches, total, pattern=pattern, regex=regex
+    )
     numbers: list[int] = []
     rows: list[str] = []
-    for match in result.matches:
+    for match in shown:
         first = match.line_number - len(match.before)
-        window = [clean_terminal(x) for x in (*match.before, match.line, *match.after)]
-        for i, line in enumerate(redact_page(ext, handle, first, window, total)):
+        for i, line in enumerate((*match.before, match.line, *match.after)):
             if total is not None and first + i > total:
                 break  # the empty piece after a final newline is no line
             mark = ":" if first + i == match.line_number else "-"
@@ -269,7 +276,7 @@ def _grep(ext: SessionExternalizer, args: dict[str, Any]) -> str:
     capped = cap_lines(
         rows, first_line=1, budget=budget, max_line=min(MAX_LINE_CHARS, budget)
     )
-    found = len(result.matches)
+    found = len(shown)
     text = f"[{found} match{'' if found == 1 else 'es'}]\n" + capped.text
     resume = None
     if capped.next_start_line is not None:  # cut at the budget
@@ -280,6 +287,51 @@ def _grep(ext: SessionExternalizer, args: dict[str, Any]) -> str:
         call = _grep_call(handle, pattern, args, resume)
         text += f"\n[more: {GREP_TOOL}({call})]"
     return text
+
+
+def masked_matches(  # noqa: PLR0913 - one grep call's parts
+    ext: SessionExternalizer,
+    handle: str,
+    matches: Sequence[GrepMatch],
+    total: int | None,
+    *,
+    pattern: str,
+    regex: bool,
+    clean: bool = True,
+) -> list[GrepMatch]:
+    """Return the matches as the model sees them: cleaned, secrets masked (S3.6).
+
+    A matched line that held a secret stays a match only if the pattern also
+    matches what is shown of it: a grep is no oracle for a masked value.
+    `clean=False` keeps terminal escapes (the CLI's own output).
+    """
+    shown: list[tuple[GrepMatch, GrepMatch]] = []
+    for match in matches:
+        first = match.line_number - len(match.before)
+        window = [*match.before, match.line, *match.after]
+        if clean:
+            window = [clean_terminal(line) for line in window]
+        masked = redact_page(ext, handle, first, window, total)
+        cut = len(match.before)
+        shown.append(
+            (
+                replace(match, line=window[cut]),
+                replace(
+                    match,
+                    before=tuple(masked[:cut]),
+                    line=masked[cut],
+                    after=tuple(masked[cut + 1 :]),
+                ),
+            )
+        )
+    changed = [i for i, (told, seen) in enumerate(shown) if told.line != seen.line]
+    if regex and changed:
+        lines = [shown[i][1].line for i in changed]
+        hits = regex_matching_lines(pattern, lines, ext.reader.regex_timeout)
+        dropped = set(changed) - {changed[i] for i in hits}
+    else:
+        dropped = {i for i in changed if pattern not in shown[i][1].line}
+    return [seen for i, (_, seen) in enumerate(shown) if i not in dropped]
 
 
 def redact_page(

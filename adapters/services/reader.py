@@ -62,7 +62,7 @@ except ImportError:  # pragma: no cover - the wheel is a dependency on Linux
     hyperscan = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from typing import IO
 
     from spillvault.adapters.storage.handles import SessionHandles
@@ -871,13 +871,53 @@ def _regex_lines(
     feeder.join()
     if feeder.error is not None:
         raise feeder.error
+    return [offset + index for index in _worker_result(worker, pattern, out, err)]
+
+
+def regex_matching_lines(
+    pattern: str, lines: Sequence[str], timeout: float
+) -> list[int]:
+    """Return the indices of `lines` `pattern` matches, in the killable worker."""
+    _check_regex_timeout(timeout)
+    if not lines:
+        return []
+    params = {
+        "pattern": pattern,
+        "limit": len(lines),
+        "cpu_seconds": math.ceil(timeout) + 1,
+    }
+    data = json.dumps(params).encode("ascii") + b"\n"
+    # One line each: the lines' own line ends are none of the pattern's business.
+    data += "\n".join(line.replace("\n", " ") for line in lines).encode(
+        "utf-8", "surrogatepass"
+    )
+    worker = subprocess.Popen(  # noqa: S603 - our own interpreter and code
+        [sys.executable, "-I", "-S", "-c", _REGEX_WORKER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        out, err = worker.communicate(data, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.communicate()
+        msg = f"regex timed out after {timeout:g} s: {pattern!r}"
+        raise RegexTimeoutError(msg) from None
+    return [i for i in _worker_result(worker, pattern, out, err) if i < len(lines)]
+
+
+def _worker_result(
+    worker: subprocess.Popen[bytes], pattern: str, out: bytes, err: bytes
+) -> list[int]:
+    """Return the matching line indices a finished regex worker printed."""
     if worker.returncode == 3:
         msg = f"invalid regex {pattern!r}: {err.decode('utf-8', 'replace')}"
         raise ValueError(msg)
     if worker.returncode != 0:
         msg = f"regex worker failed (exit {worker.returncode}): {err[-500:]!r}"
         raise RuntimeError(msg)
-    return [offset + int(line) for line in out.split()]
+    return [int(line) for line in out.split()]
 
 
 class _Feeder(threading.Thread):

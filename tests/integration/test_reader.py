@@ -28,6 +28,7 @@ from spillvault.adapters.services.reader import (
     ArtifactReader,
     RegexTimeoutError,
     _first_occurrence,
+    regex_matching_lines,
 )
 from spillvault.adapters.session import open_session
 from spillvault.adapters.storage.artifact_store import FileBlob, LocalArtifactStore
@@ -534,6 +535,20 @@ def test_catastrophic_regex_is_killed_at_its_wall_clock_limit(session_dir: Path)
         # the per-call limit overrides the reader's
         with pytest.raises(RegexTimeoutError):
             env.reader.grep_artifact(handle, "(a+)+$", regex=True, regex_timeout=0.3)
+
+
+def test_lines_in_memory_are_matched_by_the_same_killable_worker() -> None:
+    lines = ["token [REDACTED x]", "ab\nc", "\u00e9t\u00e9 ok", "abc"]
+    # A line holding a newline stays one line: the indices do not shift.
+    assert regex_matching_lines(r"^a.c$", lines, 5.0) == [3]
+    assert regex_matching_lines(r"^c$", lines, 5.0) == []
+    assert regex_matching_lines(r"\w+ ok", lines, 5.0) == [2]
+    assert regex_matching_lines("x", [], 5.0) == []
+    with pytest.raises(ValueError, match="invalid regex"):
+        regex_matching_lines("(", lines, 5.0)
+    with pytest.raises(RegexTimeoutError, match="regex timed out"):
+        regex_matching_lines("(a+)+$", ["a" * 40 + "b"], 0.3)
+    assert _regex_workers() == []
 
 
 def test_regex_timeout_kills_a_worker_still_being_fed(

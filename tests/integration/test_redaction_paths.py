@@ -167,7 +167,7 @@ def test_the_cli_masks_unless_raw(tmp_path, capsys: pytest.CaptureFixture[str]) 
     calls = {
         "read": ["read", handle, *at, "--line", "51", "--limit", "1"],
         "bytes": ["read", handle, *at, "--bytes", "590:700"],
-        "grep": ["grep", handle, secret[:10], *at, "-C", "1"],
+        "grep": ["grep", handle, "stripe.api_key", *at, "-C", "1"],
     }
     for name, argv in calls.items():
         assert cli_main(argv) == 0
@@ -177,6 +177,12 @@ def test_the_cli_masks_unless_raw(tmp_path, capsys: pytest.CaptureFixture[str]) 
         if name != "bytes":
             assert cli_main([*argv, "--raw"]) == 0
             assert secret in capsys.readouterr().out, name
+    # Masked, a grep for the value itself finds nothing; raw, it finds the line.
+    guess = ["grep", handle, secret[:10], *at]
+    assert cli_main(guess) == 1  # as GNU grep: 1 when nothing matched
+    assert capsys.readouterr().out.startswith("no match")
+    assert cli_main([*guess, "--raw"]) == 0
+    assert secret in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("where", ["head", "tail"])
@@ -198,3 +204,32 @@ def test_a_long_output_keeps_its_line_numbers_when_its_ends_are_masked(
             number = 20_001 if where == "tail" else 20_002
             assert f"line {number}: ERROR middle failure" in preview
             assert "[REDACTED jwt #" in preview
+
+
+def test_a_grep_is_no_oracle_for_a_masked_value(tmp_path) -> None:
+    secret, shown = fake_secret("github-token", 11)
+    output = "filler line\n" * 500 + shown + "\n" + "filler line\n" * 2000
+    with open_session(str(tmp_path / "s"), policy=POLICY) as opened:
+        ext = opened.externalizer
+        handle = ext.process(output, "bash").artifact.handle
+        tools = ArtifactTools(POLICY, scope=opened.path)
+        try:
+            for call in (ext.handle_tool_call, lambda n, a: tools.call(n, a).text):
+                # Guessing the masked value, literally or by regex, finds nothing.
+                for args in (
+                    {"pattern": secret[:12]},
+                    {"pattern": secret[4:9]},
+                    {"pattern": "ghp_[A-Za-z0-9]{8}", "regex": True},
+                ):
+                    found = call("grep_artifact", {"handle": handle, **args})
+                    assert found.startswith("no match"), (args, found)
+                # What the model sees of the line still matches.
+                for args in (
+                    {"pattern": "using token"},
+                    {"pattern": "^remote: [a-z ]+", "regex": True},
+                ):
+                    found = call("grep_artifact", {"handle": handle, **args})
+                    assert "501: remote: using token [REDACTED github-token #" in found
+                    assert not _leaks(secret, found)
+        finally:
+            tools.close()
