@@ -11,9 +11,10 @@ NPM_STAMP := $(NPM_DIR)/node_modules/.installed
 SURVIVAL_DIR := bench/survival
 SURVIVAL_STAMP := $(SURVIVAL_DIR)/node_modules/.installed
 # pytest-xdist workers for the test tiers: one per core of the 2-core CI
-# machine; a file's tests stay on one worker (its module fixtures run once).
+# machine. A worker that runs out of tests takes some of the other's, so one
+# long test file at the end does not leave a core idle.
 JOBS ?= 2
-WORKERS := -n $(JOBS) --dist loadfile
+WORKERS := -n $(JOBS) --dist worksteal
 # Tests and the CLI they start import the project from source: its bytecode
 # (and pytest's rewritten tests) must be cached, or each run compiles it all.
 unexport PYTHONDONTWRITEBYTECODE
