@@ -50,9 +50,12 @@ check: $(STAMP) lint
 
 # The date-shifted passes run beside the main one: they fill the time its
 # workers spend waiting on servers and subprocesses. Their logs come after it.
+# A job started with & ignores SIGINT (POSIX, no job control): $(BACKGROUND)
+# gives it back, so Ctrl-C stops every pass.
+BACKGROUND := env --default-signal=INT
 test: $(STAMP) system-deps $(NPM_STAMP) lint
 	@mkdir -p build
-	@$(MAKE) --no-print-directory test-dates > build/test-dates.log 2>&1 & dates=$$!; \
+	@$(BACKGROUND) $(MAKE) --no-print-directory test-dates > build/test-dates.log 2>&1 & dates=$$!; \
 	$(BIN)/pytest $(WORKERS) --cov --cov-report=; main=$$?; \
 	wait $$dates; dated=$$?; cat build/test-dates.log; \
 	test $$main -eq 0 && test $$dated -eq 0
@@ -65,9 +68,9 @@ test: $(STAMP) system-deps $(NPM_STAMP) lint
 # server), so they share the machine's two cores; each log is shown whole.
 test-dates: $(STAMP)
 	@mkdir -p build
-	@SPILLVAULT_TEST_YEARS_AHEAD=1 $(BIN)/pytest -q -m dated -p no:cacheprovider \
+	@SPILLVAULT_TEST_YEARS_AHEAD=1 $(BACKGROUND) $(BIN)/pytest -q -m dated -p no:cacheprovider \
 		> build/test-dates-1.log 2>&1 & one=$$!; \
-	SPILLVAULT_TEST_YEARS_AHEAD=10 $(BIN)/pytest -q -m dated -p no:cacheprovider \
+	SPILLVAULT_TEST_YEARS_AHEAD=10 $(BACKGROUND) $(BIN)/pytest -q -m dated -p no:cacheprovider \
 		> build/test-dates-10.log 2>&1 & ten=$$!; \
 	failed=0; wait $$one || failed=1; wait $$ten || failed=1; \
 	for years in 1 10; do \
