@@ -199,15 +199,16 @@ def plan_key_lines(  # noqa: PLR0913 - the plan's inputs, keyword-only past slot
     capped: bool = False,
     totals: Mapping[str, int] | None = None,
     attached: Callable[[str], bool] | None = None,
-    shown: Collection[str] = (),
+    shown: Callable[[], Collection[str]] | None = None,
 ) -> list[KeyLine | Collapsed]:
     """Choose at most `slots` block lines (key lines and notes), in line order.
 
     `totals`: each group's key lines in the whole output (a `GroupTally`), so
     a note says how many more there are; without them a note counts the
     candidates, a lower bound when `capped` (the first and last of more).
-    `shown`: the groups the preview's head or tail already shows a line of;
-    their collapsed notes get no more lines than the first.
+    `shown`: gives the groups the preview's head or tail already shows a line
+    of (asked only when the block has room to spare); their collapsed notes
+    get no more lines than the first.
     """
     if slots <= 0:
         return []
@@ -227,8 +228,9 @@ def plan_key_lines(  # noqa: PLR0913 - the plan's inputs, keyword-only past slot
     for unit in units:
         unit.after = [after[n] for n, _ in unit.lines if n in after]
     height = sum(unit.height for unit in units)
-    if height < slots:
-        growing = [unit for unit in units if unit.key not in shown]
+    if height < slots and any(unit.spare for unit in units):
+        seen = () if shown is None else shown()
+        growing = [unit for unit in units if unit.spare and unit.key not in seen]
         _show_more_of_each_group(growing, slots - height, after)
         height = sum(unit.height for unit in units)
     # Drop from the middle out, the lowest rank first, until the block fits;
@@ -316,14 +318,12 @@ def _collapse(
 def _show_more_of_each_group(
     units: list[_Unit], room: int, after: Mapping[int, KeyLine]
 ) -> None:
-    """Spend `room` spare block lines on the next lines of collapsed groups.
+    """Spend `room` spare block lines on the next lines of `units` (with spares).
 
     One more line for each group in turn, the highest rank and then the
     earliest first, each with the location attached to it.
     """
-    growing = sorted(
-        (unit for unit in units if unit.spare), key=lambda u: (-u.rank, u.first)
-    )
+    growing = sorted(units, key=lambda u: (-u.rank, u.first))
     while growing:
         for unit in list(growing):
             line = unit.spare[0]

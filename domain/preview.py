@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Final
 
 from .enums import SizeUnit
@@ -515,12 +516,18 @@ def _choose(
     build: _Builder, pool: tuple[KeyLine, ...], share: int, shape: _Shape
 ) -> list[KeyLine | Collapsed]:
     """Plan the key-line block with the most lines whose size fits `share`."""
+    if not pool:
+        return []
     policy = build.policy
     handle = build.source.handle
     _, totals = build.groups()
     capped = len(pool) >= 2 * kept_per_end(policy.max_key_lines)
-    # A group the ends already show lines of needs no more in the block.
-    shown = {group_key(line) for line in (shape.head + shape.tail).splitlines()}
+
+    @cache
+    def shown() -> frozenset[str]:
+        # A group the ends already show lines of needs no more in the block.
+        ends = (shape.head + shape.tail).splitlines()
+        return frozenset(group_key(line) for line in ends)
 
     kinds = {text: policy.recognize(text) for _, text in pool}
 

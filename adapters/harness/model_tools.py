@@ -305,7 +305,8 @@ def masked_matches(  # noqa: PLR0913 - one grep call's parts
     matches what is shown of it: a grep is no oracle for a masked value.
     `clean=False` keeps terminal escapes (the CLI's own output).
     """
-    shown: list[tuple[GrepMatch, GrepMatch]] = []
+    shown: list[GrepMatch] = []
+    changed: list[int] = []  # the matches whose own line a secret was masked in
     for match in matches:
         first = match.line_number - len(match.before)
         window = [*match.before, match.line, *match.after]
@@ -313,25 +314,23 @@ def masked_matches(  # noqa: PLR0913 - one grep call's parts
             window = [clean_terminal(line) for line in window]
         masked = redact_page(ext, handle, first, window, total)
         cut = len(match.before)
+        if masked[cut] != window[cut]:
+            changed.append(len(shown))
         shown.append(
-            (
-                replace(match, line=window[cut]),
-                replace(
-                    match,
-                    before=tuple(masked[:cut]),
-                    line=masked[cut],
-                    after=tuple(masked[cut + 1 :]),
-                ),
+            replace(
+                match,
+                before=tuple(masked[:cut]),
+                line=masked[cut],
+                after=tuple(masked[cut + 1 :]),
             )
         )
-    changed = [i for i, (told, seen) in enumerate(shown) if told.line != seen.line]
     if regex and changed:
-        lines = [shown[i][1].line for i in changed]
+        lines = [shown[i].line for i in changed]
         hits = regex_matching_lines(pattern, lines, ext.reader.regex_timeout)
         dropped = set(changed) - {changed[i] for i in hits}
     else:
-        dropped = {i for i in changed if pattern not in shown[i][1].line}
-    return [seen for i, (_, seen) in enumerate(shown) if i not in dropped]
+        dropped = {i for i in changed if pattern not in shown[i].line}
+    return [match for i, match in enumerate(shown) if i not in dropped]
 
 
 def redact_page(

@@ -840,14 +840,8 @@ def _regex_lines(
     start = chunks.line_start(offset)
     if start is None:
         return []
-    params = {"pattern": pattern, "limit": limit, "cpu_seconds": math.ceil(timeout) + 1}
-    header = json.dumps(params).encode("ascii") + b"\n"
-    worker = subprocess.Popen(  # noqa: S603 - our own interpreter and code
-        [sys.executable, "-I", "-S", "-c", _REGEX_WORKER],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    header = _worker_header(pattern, limit, timeout)
+    worker = _start_worker()
     feed = worker.stdin
     worker.stdin = None  # fed by the thread below; communicate() must not close it
     assert feed is not None  # noqa: S101 - stdin=PIPE
@@ -881,22 +875,12 @@ def regex_matching_lines(
     _check_regex_timeout(timeout)
     if not lines:
         return []
-    params = {
-        "pattern": pattern,
-        "limit": len(lines),
-        "cpu_seconds": math.ceil(timeout) + 1,
-    }
-    data = json.dumps(params).encode("ascii") + b"\n"
+    data = _worker_header(pattern, len(lines), timeout)
     # One line each: the lines' own line ends are none of the pattern's business.
     data += "\n".join(line.replace("\n", " ") for line in lines).encode(
         "utf-8", "surrogatepass"
     )
-    worker = subprocess.Popen(  # noqa: S603 - our own interpreter and code
-        [sys.executable, "-I", "-S", "-c", _REGEX_WORKER],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    worker = _start_worker()
     try:
         out, err = worker.communicate(data, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -905,6 +889,23 @@ def regex_matching_lines(
         msg = f"regex timed out after {timeout:g} s: {pattern!r}"
         raise RegexTimeoutError(msg) from None
     return [i for i in _worker_result(worker, pattern, out, err) if i < len(lines)]
+
+
+def _worker_header(pattern: str, limit: int, timeout: float) -> bytes:
+    """Return the regex worker's JSON header line: pattern, limit, CPU seconds."""
+    cpu = math.ceil(timeout) + 1  # outlives no parent: the kernel ends it
+    params = {"pattern": pattern, "limit": limit, "cpu_seconds": cpu}
+    return json.dumps(params).encode("ascii") + b"\n"
+
+
+def _start_worker() -> subprocess.Popen[bytes]:
+    """Start a regex worker: a fresh interpreter running `_REGEX_WORKER`."""
+    return subprocess.Popen(  # noqa: S603 - our own interpreter and code
+        [sys.executable, "-I", "-S", "-c", _REGEX_WORKER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _worker_result(
